@@ -1,0 +1,159 @@
+//! The command table, assembled from one slice per command family, and command
+//! resolution (name, subcommand, arity) with Redis's error texts.
+
+pub mod keys;
+pub mod server;
+pub mod strings;
+
+use crate::command::CommandSpec;
+use crate::errors;
+use bytes::Bytes;
+use resp::Frame;
+use std::sync::OnceLock;
+
+/// Every family's commands. Adding a family means adding its slice here.
+pub const FAMILIES: &[&[CommandSpec]] = &[strings::COMMANDS, keys::COMMANDS, server::COMMANDS];
+
+/// Every top-level command, in table order.
+pub fn all_commands() -> impl Iterator<Item = &'static CommandSpec> {
+    FAMILIES.iter().flat_map(|family| family.iter())
+}
+
+fn sorted_table() -> &'static [(&'static str, &'static CommandSpec)] {
+    static TABLE: OnceLock<Vec<(&'static str, &'static CommandSpec)>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table: Vec<_> = all_commands().map(|spec| (spec.name, spec)).collect();
+        table.sort_by_key(|(name, _)| *name);
+        table
+    })
+}
+
+/// Lowercases a command name into `buffer` if it fits (every real name does).
+fn lowercase<'a>(name: &[u8], buffer: &'a mut [u8; 64]) -> Option<&'a str> {
+    let target = buffer.get_mut(..name.len())?;
+    for (slot, byte) in target.iter_mut().zip(name) {
+        *slot = byte.to_ascii_lowercase();
+    }
+    std::str::from_utf8(target).ok()
+}
+
+/// The top-level command called `name` (any case).
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    let mut buffer = [0u8; 64];
+    let name = lowercase(name, &mut buffer)?;
+    let table = sorted_table();
+    table
+        .binary_search_by_key(&name, |(candidate, _)| *candidate)
+        .ok()
+        .map(|index| table[index].1)
+}
+
+/// The subcommand `name` of `container` (any case).
+pub fn lookup_subcommand(container: &'static CommandSpec, name: &[u8]) -> Option<&'static CommandSpec> {
+    container.subcommands.iter().find(|sub| {
+        sub.name
+            .split_once('|')
+            .is_some_and(|(_, sub_name)| sub_name.as_bytes().eq_ignore_ascii_case(name))
+    })
+}
+
+/// Finds the spec that executes `arguments` (descending into subcommands) and
+/// checks its arity, answering with Redis's exact errors.
+pub fn resolve(arguments: &[Bytes]) -> Result<&'static CommandSpec, Frame> {
+    let name = &arguments[0];
+    let Some(spec) = lookup(name) else {
+        return Err(unknown_command(arguments));
+    };
+    if spec.subcommands.is_empty() {
+        check_arity(spec, arguments.len())?;
+        return Ok(spec);
+    }
+    if arguments.len() < 2 {
+        return Err(Frame::error_owned(errors::wrong_arity(spec.name)));
+    }
+    let Some(sub) = lookup_subcommand(spec, &arguments[1]) else {
+        return Err(Frame::error_owned(format!(
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            sanitize(&arguments[1], 128),
+            spec.name.to_ascii_uppercase()
+        )));
+    };
+    check_arity(sub, arguments.len())?;
+    Ok(sub)
+}
+
+fn check_arity(spec: &CommandSpec, count: usize) -> Result<(), Frame> {
+    let arity = spec.arity;
+    let count = count as i32;
+    if (arity > 0 && arity != count) || (arity < 0 && count < -arity) {
+        return Err(Frame::error_owned(errors::wrong_arity(spec.name)));
+    }
+    Ok(())
+}
+
+/// Redis's text for an unknown command, quoting up to ~128 bytes of arguments.
+pub fn unknown_command(arguments: &[Bytes]) -> Frame {
+    let mut quoted = String::new();
+    for argument in &arguments[1..] {
+        if quoted.len() >= 128 {
+            break;
+        }
+        let room = 128 - quoted.len();
+        quoted.push('\'');
+        quoted.push_str(&sanitize(argument, room));
+        quoted.push_str("' ");
+    }
+    Frame::error_owned(format!(
+        "ERR unknown command '{}', with args beginning with: {}",
+        sanitize(&arguments[0], 128),
+        quoted
+    ))
+}
+
+/// Argument text fit for an error line: at most `limit` bytes, newlines as spaces.
+fn sanitize(argument: &[u8], limit: usize) -> String {
+    let shown = &argument[..argument.len().min(limit)];
+    String::from_utf8_lossy(shown).replace(['\r', '\n'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arguments(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|word| Bytes::copy_from_slice(word.as_bytes())).collect()
+    }
+
+    fn error_text(words: &[&str]) -> String {
+        match resolve(&arguments(words)) {
+            Err(Frame::Error(text)) => String::from_utf8(text.to_vec()).unwrap(),
+            _ => panic!("expected an error for {words:?}"),
+        }
+    }
+
+    #[test]
+    fn table_names_are_unique_and_lowercase() {
+        let mut names: Vec<_> = all_commands().map(|spec| spec.name).collect();
+        let count = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), count, "duplicate command names");
+        for spec in all_commands() {
+            assert_eq!(spec.name, spec.name.to_ascii_lowercase());
+            for sub in spec.subcommands {
+                assert!(sub.name.starts_with(&format!("{}|", spec.name)), "{}", sub.name);
+            }
+        }
+    }
+
+    #[test]
+    fn resolution_errors_match_redis() {
+        assert_eq!(
+            error_text(&["foo", "a", "b"]),
+            "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
+        );
+        assert_eq!(error_text(&["foo"]), "ERR unknown command 'foo', with args beginning with: ");
+        assert_eq!(error_text(&["GET"]), "ERR wrong number of arguments for 'get' command");
+        assert!(resolve(&arguments(&["gEt", "k"])).is_ok());
+    }
+}

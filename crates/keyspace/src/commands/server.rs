@@ -1,0 +1,507 @@
+//! Server and connection commands. Those that only need the keyspace or the command
+//! table run here; those that need connection or process state are marked
+//! `Handler::Node` and run in the node, but are described here so the one table
+//! knows every command.
+
+use crate::command::{
+    flags::{self, *},
+    key_flags, BeginSearch, CommandSpec, FindKeys, Handler, KeySpec,
+};
+use crate::commands::{all_commands, lookup, lookup_subcommand};
+use crate::glob::glob_match;
+use crate::{args, errors, Context, Keyspace};
+use bytes::Bytes;
+use resp::Frame;
+
+const fn node(name: &'static str, arity: i32, flags: u64, summary: &'static str) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags,
+        summary,
+        group: "server",
+        handler: Handler::Node,
+        ..CommandSpec::DEFAULT
+    }
+}
+
+const fn connection(name: &'static str, arity: i32, flags: u64, summary: &'static str) -> CommandSpec {
+    CommandSpec {
+        group: "connection",
+        categories: &["connection"],
+        ..node(name, arity, flags, summary)
+    }
+}
+
+const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
+    connection("client|id", 2, NOSCRIPT | LOADING | STALE, "Returns the unique client ID of the connection."),
+    connection("client|setname", 3, NOSCRIPT | LOADING | STALE, "Sets the connection name."),
+    connection("client|getname", 2, NOSCRIPT | LOADING | STALE, "Returns the name of the connection."),
+    connection("client|list", -2, ADMIN | NOSCRIPT | LOADING | STALE, "Lists open connections."),
+    connection("client|info", 2, NOSCRIPT | LOADING | STALE, "Returns information about the connection."),
+    connection("client|kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Terminates open connections."),
+    connection("client|reply", 3, NOSCRIPT | LOADING | STALE, "Instructs the server whether to reply to commands."),
+    connection("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, "Sets the client eviction mode of the connection."),
+    connection("client|setinfo", 4, NOSCRIPT | LOADING | STALE, "Sets information specific to the client or connection."),
+    connection("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands."),
+];
+
+const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
+    node("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Returns the effective values of configuration parameters."),
+    node("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, "Sets configuration parameters in-flight."),
+    node("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, "Resets the server's statistics."),
+    node("config|rewrite", 2, ADMIN | NOSCRIPT | LOADING | STALE, "Persists the effective configuration to file."),
+    node("config|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands."),
+];
+
+const fn command_sub(name: &'static str, arity: i32, handler: Handler, summary: &'static str) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        flags: LOADING | STALE,
+        categories: &["slow", "connection"],
+        group: "server",
+        summary,
+        handler,
+        ..CommandSpec::DEFAULT
+    }
+}
+
+const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
+    command_sub("command|count", 2, Handler::Keyspace(command_count), "Returns a count of commands."),
+    command_sub("command|info", -2, Handler::Keyspace(command_info), "Returns information about one, multiple or all commands."),
+    command_sub("command|docs", -2, Handler::Keyspace(command_docs), "Returns documentary information about one, multiple or all commands."),
+    command_sub("command|getkeys", -3, Handler::Keyspace(command_getkeys), "Extracts the key names from an arbitrary command."),
+    command_sub(
+        "command|getkeysandflags",
+        -3,
+        Handler::Keyspace(command_getkeys_and_flags),
+        "Extracts the key names and access flags for an arbitrary command.",
+    ),
+    command_sub("command|list", -2, Handler::Keyspace(command_list), "Returns a list of command names."),
+    command_sub("command|help", 2, Handler::Keyspace(command_help), "Returns helpful text about the different subcommands."),
+];
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "ping",
+        arity: -1,
+        flags: FAST,
+        categories: &["fast", "connection"],
+        group: "connection",
+        summary: "Returns the server's liveliness response.",
+        tips: &["request_policy:all_shards", "response_policy:all_succeeded"],
+        handler: Handler::Keyspace(ping),
+        ..CommandSpec::DEFAULT
+    },
+    CommandSpec {
+        name: "echo",
+        arity: 2,
+        flags: FAST,
+        categories: &["fast", "connection"],
+        group: "connection",
+        summary: "Returns the given string.",
+        handler: Handler::Keyspace(echo),
+        ..CommandSpec::DEFAULT
+    },
+    CommandSpec {
+        name: "dbsize",
+        arity: 1,
+        flags: READONLY | FAST,
+        categories: &["keyspace", "read", "fast"],
+        group: "server",
+        summary: "Returns the number of keys in the database.",
+        tips: &["request_policy:all_shards", "response_policy:agg_sum"],
+        handler: Handler::Keyspace(dbsize),
+        ..CommandSpec::DEFAULT
+    },
+    CommandSpec {
+        name: "command",
+        arity: -1,
+        flags: LOADING | STALE,
+        categories: &["slow", "connection"],
+        group: "server",
+        summary: "Returns detailed information about all commands.",
+        complexity: "O(N) where N is the total number of Redis commands",
+        tips: &["nondeterministic_output_order"],
+        subcommands: COMMAND_SUBCOMMANDS,
+        handler: Handler::Keyspace(command_all),
+        ..CommandSpec::DEFAULT
+    },
+    connection("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Handshakes with the Redis server."),
+    connection("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Authenticates the connection."),
+    connection("select", 2, LOADING | STALE | FAST, "Changes the selected database."),
+    connection("quit", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, "Closes the connection."),
+    connection("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, "Resets the connection."),
+    CommandSpec {
+        name: "client",
+        arity: -2,
+        subcommands: CLIENT_SUBCOMMANDS,
+        handler: Handler::Container,
+        ..connection("client", -2, 0, "A container for client connection commands.")
+    },
+    CommandSpec {
+        name: "config",
+        arity: -2,
+        subcommands: CONFIG_SUBCOMMANDS,
+        handler: Handler::Container,
+        ..node("config", -2, 0, "A container for server configuration commands.")
+    },
+    node("time", 1, LOADING | STALE | FAST, "Returns the server time."),
+    node("info", -1, LOADING | STALE, "Returns information and statistics about the server."),
+    node("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED, "A container for debugging commands."),
+    node("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY, "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+];
+
+fn ping(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
+    match arguments.len() {
+        1 => Frame::simple("PONG"),
+        2 => Frame::Bulk(arguments[1].clone()),
+        _ => Frame::error_owned(errors::wrong_arity("ping")),
+    }
+}
+
+fn echo(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
+    Frame::Bulk(arguments[1].clone())
+}
+
+fn dbsize(keyspace: &mut Keyspace, context: &mut Context, _: &[Bytes]) -> Frame {
+    Frame::Integer(keyspace.db(context.db).len() as i64)
+}
+
+// ---- COMMAND ---------------------------------------------------------------
+
+fn status(text: &str) -> Frame {
+    Frame::Simple(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+fn bulk(text: &str) -> Frame {
+    Frame::Bulk(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+fn command_flag_names(spec: &CommandSpec) -> Vec<Frame> {
+    let mut names: Vec<Frame> = flags::NAMES
+        .iter()
+        .filter(|(bit, _)| spec.flags & bit != 0)
+        .map(|(_, name)| status(name))
+        .collect();
+    if spec.has_movable_keys() {
+        names.push(status("movablekeys"));
+    }
+    names
+}
+
+fn key_spec_frame(spec: &KeySpec) -> Frame {
+    let flag_names = key_flags::NAMES
+        .iter()
+        .filter(|(bit, _)| spec.flags & bit != 0)
+        .map(|(_, name)| status(name))
+        .collect();
+    let begin = match spec.begin {
+        BeginSearch::Index(index) => Frame::Map(vec![
+            (bulk("type"), bulk("index")),
+            (bulk("spec"), Frame::Map(vec![(bulk("index"), Frame::Integer(index as i64))])),
+        ]),
+        BeginSearch::Keyword {
+            keyword,
+            start_from,
+        } => Frame::Map(vec![
+            (bulk("type"), bulk("keyword")),
+            (
+                bulk("spec"),
+                Frame::Map(vec![
+                    (bulk("keyword"), bulk(keyword)),
+                    (bulk("startfrom"), Frame::Integer(start_from as i64)),
+                ]),
+            ),
+        ]),
+    };
+    let find = match spec.find {
+        FindKeys::Range {
+            last_key,
+            step,
+            limit,
+        } => Frame::Map(vec![
+            (bulk("type"), bulk("range")),
+            (
+                bulk("spec"),
+                Frame::Map(vec![
+                    (bulk("lastkey"), Frame::Integer(last_key as i64)),
+                    (bulk("keystep"), Frame::Integer(step as i64)),
+                    (bulk("limit"), Frame::Integer(limit as i64)),
+                ]),
+            ),
+        ]),
+        FindKeys::KeyNum {
+            key_num_index,
+            first_key,
+            step,
+        } => Frame::Map(vec![
+            (bulk("type"), bulk("keynum")),
+            (
+                bulk("spec"),
+                Frame::Map(vec![
+                    (bulk("keynumidx"), Frame::Integer(key_num_index as i64)),
+                    (bulk("firstkey"), Frame::Integer(first_key as i64)),
+                    (bulk("keystep"), Frame::Integer(step as i64)),
+                ]),
+            ),
+        ]),
+    };
+    Frame::Map(vec![
+        (bulk("flags"), Frame::Set(flag_names)),
+        (bulk("begin_search"), begin),
+        (bulk("find_keys"), find),
+    ])
+}
+
+/// One command's COMMAND INFO entry (Redis 7 layout, ten elements).
+pub fn command_info_frame(spec: &CommandSpec) -> Frame {
+    let (first, last, step) = spec.legacy_key_range();
+    Frame::Array(vec![
+        bulk(spec.name),
+        Frame::Integer(spec.arity as i64),
+        Frame::Set(command_flag_names(spec)),
+        Frame::Integer(first as i64),
+        Frame::Integer(last as i64),
+        Frame::Integer(step as i64),
+        Frame::Set(
+            spec.categories
+                .iter()
+                .map(|category| status(&format!("@{category}")))
+                .collect(),
+        ),
+        Frame::Set(spec.tips.iter().map(|tip| bulk(tip)).collect()),
+        Frame::Array(spec.key_specs.iter().map(key_spec_frame).collect()),
+        Frame::Array(spec.subcommands.iter().map(command_info_frame).collect()),
+    ])
+}
+
+fn command_docs_frame(spec: &CommandSpec) -> Frame {
+    let mut fields = vec![
+        (bulk("summary"), bulk(spec.summary)),
+        (bulk("since"), bulk(spec.since)),
+        (bulk("group"), bulk(spec.group)),
+        (bulk("complexity"), bulk(spec.complexity)),
+    ];
+    if !spec.subcommands.is_empty() {
+        let subcommands = spec
+            .subcommands
+            .iter()
+            .map(|sub| (bulk(sub.name), command_docs_frame(sub)))
+            .collect();
+        fields.push((bulk("subcommands"), Frame::Map(subcommands)));
+    }
+    Frame::Map(fields)
+}
+
+/// A command or `container|sub` name to its spec.
+fn find_spec(name: &[u8]) -> Option<&'static CommandSpec> {
+    match name.iter().position(|&byte| byte == b'|') {
+        None => lookup(name),
+        Some(bar) => lookup(&name[..bar]).and_then(|parent| lookup_subcommand(parent, &name[bar + 1..])),
+    }
+}
+
+fn command_all(_: &mut Keyspace, _: &mut Context, _: &[Bytes]) -> Frame {
+    Frame::Array(all_commands().map(command_info_frame).collect())
+}
+
+fn command_count(_: &mut Keyspace, _: &mut Context, _: &[Bytes]) -> Frame {
+    Frame::Integer(all_commands().count() as i64)
+}
+
+fn command_info(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
+    if arguments.len() == 2 {
+        return Frame::Array(all_commands().map(command_info_frame).collect());
+    }
+    Frame::Array(
+        arguments[2..]
+            .iter()
+            .map(|name| find_spec(name).map_or(Frame::NullArray, command_info_frame))
+            .collect(),
+    )
+}
+
+fn command_docs(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
+    let specs: Vec<&CommandSpec> = if arguments.len() == 2 {
+        all_commands().collect()
+    } else {
+        arguments[2..].iter().filter_map(|name| find_spec(name)).collect()
+    };
+    Frame::Map(
+        specs
+            .into_iter()
+            .map(|spec| (bulk(spec.name), command_docs_frame(spec)))
+            .collect(),
+    )
+}
+
+/// The spec and key positions of the command named in `arguments[2..]`.
+fn keys_of(arguments: &[Bytes]) -> Result<(&'static CommandSpec, Vec<usize>), Frame> {
+    let target = &arguments[2..];
+    let Some(mut spec) = lookup(&target[0]) else {
+        return Err(Frame::error("ERR Invalid command specified"));
+    };
+    if !spec.subcommands.is_empty() {
+        match target.get(1).and_then(|name| lookup_subcommand(spec, name)) {
+            Some(sub) => spec = sub,
+            None => return Err(Frame::error("ERR Invalid command specified")),
+        }
+    }
+    let count = target.len() as i32;
+    if (spec.arity > 0 && spec.arity != count) || (spec.arity < 0 && count < -spec.arity) {
+        return Err(Frame::error("ERR Invalid number of arguments specified for command"));
+    }
+    let positions = spec
+        .key_positions(target)
+        .map_err(|_| Frame::error("ERR Invalid arguments specified for command"))?;
+    if positions.is_empty() {
+        return Err(Frame::error("ERR The command has no key arguments"));
+    }
+    Ok((spec, positions))
+}
+
+fn command_getkeys(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
+    match keys_of(arguments) {
+        Ok((_, positions)) => Frame::Array(
+            positions
+                .into_iter()
+                .map(|position| Frame::Bulk(arguments[2 + position].clone()))
+                .collect(),
+        ),
+        Err(error) => error,
+    }
+}
+
+fn command_getkeys_and_flags(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
+    let (spec, positions) = match keys_of(arguments) {
+        Ok(found) => found,
+        Err(error) => return error,
+    };
+    // Attribute each position to the spec that produced it.
+    let target = &arguments[2..];
+    let mut items = Vec::new();
+    for key_spec in spec.key_specs {
+        let single = CommandSpec {
+            key_specs: std::slice::from_ref(key_spec),
+            ..*spec
+        };
+        for position in single.key_positions(target).unwrap_or_default() {
+            if positions.contains(&position) {
+                let names = key_flags::NAMES
+                    .iter()
+                    .filter(|(bit, _)| key_spec.flags & bit != 0)
+                    .map(|(_, name)| status(name))
+                    .collect();
+                items.push(Frame::Array(vec![Frame::Bulk(target[position].clone()), Frame::Set(names)]));
+            }
+        }
+    }
+    Frame::Array(items)
+}
+
+fn command_list(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
+    let names = || {
+        all_commands().flat_map(|spec| std::iter::once(spec.name).chain(spec.subcommands.iter().map(|sub| sub.name)))
+    };
+    match arguments.len() {
+        2 => Frame::Array(names().map(bulk).collect()),
+        5 if args::is_keyword(&arguments[2], "FILTERBY") => {
+            let value = &arguments[4];
+            let filter = &arguments[3];
+            let selected: Vec<Frame> = if args::is_keyword(filter, "PATTERN") {
+                names().filter(|name| glob_match(value, name.as_bytes(), true)).map(bulk).collect()
+            } else if args::is_keyword(filter, "ACLCAT") {
+                let category = String::from_utf8_lossy(value).to_ascii_lowercase();
+                all_commands()
+                    .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands.iter()))
+                    .filter(|spec| spec.categories.contains(&category.as_str()))
+                    .map(|spec| bulk(spec.name))
+                    .collect()
+            } else if args::is_keyword(filter, "MODULE") {
+                Vec::new()
+            } else {
+                return Frame::error(errors::SYNTAX);
+            };
+            Frame::Array(selected)
+        }
+        _ => Frame::error(errors::SYNTAX),
+    }
+}
+
+fn command_help(_: &mut Keyspace, _: &mut Context, _: &[Bytes]) -> Frame {
+    let lines = [
+        "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "(no subcommand)",
+        "    Return details about all Redis commands.",
+        "COUNT",
+        "    Return the total number of commands in this Redis server.",
+        "LIST",
+        "    Return a list of all commands in this Redis server.",
+        "INFO [<command-name> ...]",
+        "    Return details about multiple Redis commands.",
+        "DOCS [<command-name> ...]",
+        "    Return documentation details about multiple Redis commands.",
+        "GETKEYS <full-command>",
+        "    Return the keys from a full Redis command.",
+        "GETKEYSANDFLAGS <full-command>",
+        "    Return the keys and the access flags from a full Redis command.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Frame::Array(lines.iter().map(|line| status(line)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(words: &[&str]) -> Frame {
+        let arguments: Vec<Bytes> = words.iter().map(|word| Bytes::copy_from_slice(word.as_bytes())).collect();
+        let spec = crate::commands::resolve(&arguments).unwrap();
+        let mut keyspace = Keyspace::new(16, 1);
+        let mut context = Context::new(0, 1);
+        keyspace.execute(spec, &mut context, &arguments)
+    }
+
+    #[test]
+    fn getkeys_uses_key_specs() {
+        assert_eq!(
+            run(&["COMMAND", "GETKEYS", "DEL", "a", "b"]),
+            Frame::Array(vec![Frame::bulk("a"), Frame::bulk("b")])
+        );
+        assert_eq!(
+            run(&["COMMAND", "GETKEYS", "PING"]),
+            Frame::error("ERR The command has no key arguments")
+        );
+        assert_eq!(run(&["COMMAND", "GETKEYS", "NOPE"]), Frame::error("ERR Invalid command specified"));
+        assert_eq!(
+            run(&["COMMAND", "GETKEYS", "GET"]),
+            Frame::error("ERR Invalid number of arguments specified for command")
+        );
+    }
+
+    #[test]
+    fn info_has_redis_layout() {
+        let Frame::Array(entries) = run(&["COMMAND", "INFO", "get", "nope"]) else {
+            panic!("not an array");
+        };
+        assert_eq!(entries[1], Frame::NullArray);
+        let Frame::Array(get) = &entries[0] else { panic!() };
+        assert_eq!(get.len(), 10);
+        assert_eq!(get[0], Frame::bulk("get"));
+        assert_eq!(get[1], Frame::Integer(2));
+        assert_eq!(&get[3..6], &[Frame::Integer(1), Frame::Integer(1), Frame::Integer(1)]);
+    }
+
+    #[test]
+    fn every_command_has_docs() {
+        for spec in all_commands() {
+            assert!(!spec.summary.is_empty(), "{} has no summary", spec.name);
+            for sub in spec.subcommands {
+                assert!(!sub.summary.is_empty(), "{} has no summary", sub.name);
+            }
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! One database: keys with their values, expiry times and access data, plus the set
+//! of keys that carry a TTL (for active expiry). Every method that might observe an
+//! expired key takes `now_ms` from the caller; nothing here reads a clock.
+//!
+//! **Architecture Invariant:** a key whose expiry time is in the past (`now_ms >
+//! expire_at_ms`, strictly, as Redis) is never returned; the lookup that finds it
+//! deletes it (lazy expiry), and [`Db::active_expire_cycle`] reclaims the ones nobody
+//! touches.
+
+use crate::dict::{Dict, Lookup};
+use crate::rng::Rng;
+use crate::value::Value;
+
+/// A stored key's data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub value: Value,
+    /// Absolute expiry time in Unix milliseconds; 0 means none.
+    expire_at_ms: u64,
+    /// Last access in LRU mode (Unix seconds, truncated), or LFU data in LFU mode
+    /// (high 16 bits: minutes of the last decay; low 8 bits: logarithmic counter).
+    pub access: u32,
+}
+
+impl Entry {
+    pub fn new(value: Value) -> Self {
+        Entry {
+            value,
+            expire_at_ms: 0,
+            access: 0,
+        }
+    }
+
+    pub fn expire_at_ms(&self) -> Option<u64> {
+        (self.expire_at_ms != 0).then_some(self.expire_at_ms)
+    }
+
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        self.expire_at_ms != 0 && now_ms > self.expire_at_ms
+    }
+}
+
+/// Keys examined per active-expiry step, as Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP.
+const ACTIVE_EXPIRE_KEYS_PER_STEP: usize = 20;
+/// Keep going while more than this percentage of the examined keys had expired.
+const ACTIVE_EXPIRE_ACCEPTABLE_STALE_PERCENT: usize = 10;
+
+pub struct Db {
+    keys: Dict<Entry>,
+    /// Keys that have an expiry time, for active expiry.
+    expires: Dict<()>,
+    /// Where the next active-expiry step resumes scanning `expires`.
+    expire_cursor: u64,
+    /// Keys deleted because they expired (lazy or active), since creation.
+    pub expired_keys: u64,
+}
+
+impl Db {
+    pub fn new(hash_key: (u64, u64)) -> Self {
+        Db {
+            keys: Dict::new(hash_key),
+            expires: Dict::new((hash_key.1, hash_key.0)),
+            expire_cursor: 0,
+            expired_keys: 0,
+        }
+    }
+
+    /// Keys stored, including expired ones not reclaimed yet (as Redis's DBSIZE).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Keys that carry an expiry time.
+    pub fn expires_len(&self) -> usize {
+        self.expires.len()
+    }
+
+    /// Looks a key up for reading or writing; an expired key is deleted and absent.
+    pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        match self.keys.get_mut_unless(key, |entry| entry.is_expired(now_ms)) {
+            Lookup::Found(entry) => Some(entry),
+            Lookup::Removed(key, _) => {
+                self.expires.remove(&key);
+                self.expired_keys += 1;
+                None
+            }
+            Lookup::Missing => None,
+        }
+    }
+
+    /// Looks a key up for reading; an expired key is deleted and absent.
+    pub fn get(&mut self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.get_mut(key, now_ms).map(|entry| &*entry)
+    }
+
+    /// Looks a key up without changing anything; expired keys read as absent.
+    pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+        self.keys.get(key).filter(|entry| !entry.is_expired(now_ms))
+    }
+
+    pub fn contains(&mut self, key: &[u8], now_ms: u64) -> bool {
+        self.get(key, now_ms).is_some()
+    }
+
+    /// Stores `value` under `key`, replacing any old value and its TTL; sets the TTL
+    /// to `expire_at_ms` when given, and the access data to `access`.
+    pub fn set(&mut self, key: &[u8], value: Value, expire_at_ms: Option<u64>, access: u32) {
+        let mut entry = Entry::new(value);
+        entry.expire_at_ms = expire_at_ms.unwrap_or(0);
+        entry.access = access;
+        match self.keys.get_mut(key) {
+            Some(old) => {
+                let had_ttl = old.expire_at_ms != 0;
+                *old = entry;
+                match (had_ttl, expire_at_ms.is_some()) {
+                    (true, false) => {
+                        self.expires.remove(key);
+                    }
+                    (false, true) => self.expires.insert_new(key.into(), ()),
+                    _ => {}
+                }
+            }
+            None => {
+                self.keys.insert_new(key.into(), entry);
+                if expire_at_ms.is_some() {
+                    self.expires.insert_new(key.into(), ());
+                }
+            }
+        }
+    }
+
+    /// Replaces the value of a key, keeping its TTL (KEEPTTL, in-place updates).
+    pub fn set_keep_ttl(&mut self, key: &[u8], value: Value, access: u32) {
+        match self.keys.get_mut(key) {
+            Some(old) => {
+                old.value = value;
+                old.access = access;
+            }
+            None => {
+                let mut entry = Entry::new(value);
+                entry.access = access;
+                self.keys.insert_new(key.into(), entry);
+            }
+        }
+    }
+
+    /// Inserts a whole entry (RENAME, MOVE, COPY, RESTORE), replacing any old one.
+    pub fn insert_entry(&mut self, key: &[u8], entry: Entry) {
+        let expire_at_ms = entry.expire_at_ms();
+        self.set(key, entry.value, expire_at_ms, entry.access);
+    }
+
+    /// Deletes a key (expired or not); returns its entry.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (_, entry) = self.keys.remove(key)?;
+        if entry.expire_at_ms != 0 {
+            self.expires.remove(key);
+        }
+        Some(entry)
+    }
+
+    /// Sets the expiry time of an existing key; false when the key is absent.
+    pub fn set_expire(&mut self, key: &[u8], expire_at_ms: u64) -> bool {
+        debug_assert!(expire_at_ms != 0);
+        let Some(entry) = self.keys.get_mut(key) else {
+            return false;
+        };
+        let had_ttl = entry.expire_at_ms != 0;
+        entry.expire_at_ms = expire_at_ms;
+        if !had_ttl {
+            self.expires.insert_new(key.into(), ());
+        }
+        true
+    }
+
+    /// Removes the TTL of a key; true when there was one.
+    pub fn persist(&mut self, key: &[u8]) -> bool {
+        let Some(entry) = self.keys.get_mut(key) else {
+            return false;
+        };
+        if entry.expire_at_ms == 0 {
+            return false;
+        }
+        entry.expire_at_ms = 0;
+        self.expires.remove(key);
+        true
+    }
+
+    /// Deletes every key.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.expires.clear();
+        self.expire_cursor = 0;
+    }
+
+    /// One SCAN step over the keys (see [`Dict::scan`]); expired keys are skipped.
+    pub fn scan(
+        &self,
+        cursor: u64,
+        count: usize,
+        now_ms: u64,
+        mut visit: impl FnMut(&[u8], &Entry),
+    ) -> u64 {
+        let max_buckets = count.saturating_mul(10).max(10);
+        self.keys.scan(cursor, count, max_buckets, |key, entry| {
+            if !entry.is_expired(now_ms) {
+                visit(key, entry)
+            }
+        })
+    }
+
+    /// Every live key and entry, in table order.
+    pub fn iter(&self, now_ms: u64) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.keys.iter().filter(move |(_, entry)| !entry.is_expired(now_ms))
+    }
+
+    /// A random live key, deleting expired keys it happens upon (bounded tries,
+    /// like Redis's RANDOMKEY).
+    pub fn random_key(&mut self, now_ms: u64, rng: &mut Rng) -> Option<Vec<u8>> {
+        for _ in 0..100 {
+            let (key, entry) = self.keys.random_entry(|| rng.next_u64())?;
+            if !entry.is_expired(now_ms) {
+                return Some(key.to_vec());
+            }
+            let key = key.to_vec();
+            self.remove(&key);
+            self.expired_keys += 1;
+        }
+        // Every try hit an expired key: answer with one more pick, as Redis does
+        // when all keys have a TTL, after reclaiming what we could.
+        self.keys.random_entry(|| rng.next_u64()).map(|(key, _)| key.to_vec())
+    }
+
+    /// One active-expiry pass: examines keys with a TTL in scan order, deletes the
+    /// expired ones, and keeps going while more than 10% of a step had expired, up
+    /// to `max_steps` steps. Returns the number of keys deleted.
+    pub fn active_expire_cycle(&mut self, now_ms: u64, max_steps: usize) -> usize {
+        let mut deleted = 0;
+        for _ in 0..max_steps {
+            if self.expires.is_empty() {
+                self.expire_cursor = 0;
+                break;
+            }
+            let mut examined = 0;
+            let mut expired_keys: Vec<Box<[u8]>> = Vec::new();
+            let keys = &self.keys;
+            self.expire_cursor = self.expires.scan(
+                self.expire_cursor,
+                ACTIVE_EXPIRE_KEYS_PER_STEP,
+                ACTIVE_EXPIRE_KEYS_PER_STEP * 20,
+                |key, ()| {
+                    examined += 1;
+                    if keys.get(key).is_some_and(|entry| entry.is_expired(now_ms)) {
+                        expired_keys.push(key.into());
+                    }
+                },
+            );
+            let expired_now = expired_keys.len();
+            for key in expired_keys {
+                self.remove(&key);
+            }
+            self.expired_keys += expired_now as u64;
+            deleted += expired_now;
+            if examined == 0
+                || expired_now * 100 <= examined * ACTIVE_EXPIRE_ACCEPTABLE_STALE_PERCENT
+            {
+                break;
+            }
+        }
+        deleted
+    }
+
+    /// Sum of remaining TTLs and count of keys examined, for INFO's `avg_ttl`.
+    pub fn ttl_sample(&self, now_ms: u64, limit: usize) -> (u64, u64) {
+        let mut total = 0u64;
+        let mut counted = 0u64;
+        for (key, ()) in self.expires.iter().take(limit) {
+            if let Some(at) = self.keys.get(key).and_then(Entry::expire_at_ms) {
+                total += at.saturating_sub(now_ms);
+                counted += 1;
+            }
+        }
+        (total, counted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Db {
+        Db::new((11, 22))
+    }
+
+    #[test]
+    fn lazy_expiry_deletes_on_access() {
+        let mut db = db();
+        db.set(b"k", Value::string("v"), Some(1000), 0);
+        assert!(db.get(b"k", 1000).is_some(), "alive at exactly its expiry time");
+        assert!(db.get(b"k", 1001).is_none());
+        assert_eq!(db.len(), 0);
+        assert_eq!(db.expires_len(), 0);
+        assert_eq!(db.expired_keys, 1);
+    }
+
+    #[test]
+    fn active_expiry_reclaims_untouched_keys() {
+        let mut db = db();
+        for index in 0..1000 {
+            let key = format!("k{index}");
+            let expire = if index % 2 == 0 { Some(500) } else { None };
+            db.set(key.as_bytes(), Value::string("v"), expire, 0);
+        }
+        assert_eq!(db.expires_len(), 500);
+        let mut cycles = 0;
+        while db.expires_len() > 0 && cycles < 1000 {
+            db.active_expire_cycle(501, 16);
+            cycles += 1;
+        }
+        assert_eq!(db.expires_len(), 0);
+        assert_eq!(db.len(), 500);
+        assert_eq!(db.expired_keys, 500);
+    }
+
+    #[test]
+    fn set_and_persist_track_the_expires_set() {
+        let mut db = db();
+        db.set(b"a", Value::string("1"), Some(10), 0);
+        db.set(b"a", Value::string("2"), None, 0);
+        assert_eq!(db.expires_len(), 0);
+        assert!(db.set_expire(b"a", 50));
+        assert!(db.persist(b"a"));
+        assert!(!db.persist(b"a"));
+        assert!(db.set_expire(b"a", 50));
+        db.remove(b"a");
+        assert_eq!(db.expires_len(), 0);
+    }
+}

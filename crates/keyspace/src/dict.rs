@@ -1,0 +1,390 @@
+//! The keyspace's hash table: separate chaining over a power-of-two bucket array,
+//! hashed with keyed SipHash-1-3 (the key is part of the keyspace's state, so every
+//! replica lays keys out identically).
+//!
+//! It exists, rather than a general-purpose map, for SCAN: the cursor walks bucket
+//! indexes in reverse-binary order, which guarantees that a key present for the whole
+//! scan is returned at least once even if the table grows or shrinks between calls
+//! (a bucket of the old size maps onto a contiguous run of reversed indexes in the
+//! new size). It also gives O(1) fair random picks for RANDOMKEY and sampling.
+
+use siphasher::sip::SipHasher13;
+use std::hash::Hasher;
+
+struct Node<V> {
+    key: Box<[u8]>,
+    value: V,
+    next: Option<Box<Node<V>>>,
+}
+
+/// Outcome of [`Dict::get_mut_unless`].
+pub enum Lookup<'a, V> {
+    Found(&'a mut V),
+    Removed(Box<[u8]>, V),
+    Missing,
+}
+
+/// A hash map from byte-string keys to `V` with a resize-proof scan cursor.
+pub struct Dict<V> {
+    buckets: Vec<Option<Box<Node<V>>>>,
+    len: usize,
+    hash_key: (u64, u64),
+}
+
+/// Smallest table allocated once the first key arrives.
+const INITIAL_BUCKETS: usize = 4;
+
+impl<V> Dict<V> {
+    pub fn new(hash_key: (u64, u64)) -> Self {
+        Dict {
+            buckets: Vec::new(),
+            len: 0,
+            hash_key,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of buckets (a power of two, or zero while empty).
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
+    }
+
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        let mut hasher = SipHasher13::new_with_keys(self.hash_key.0, self.hash_key.1);
+        hasher.write(key);
+        hasher.finish()
+    }
+
+    fn bucket_of(&self, key: &[u8]) -> usize {
+        (self.hash(key) as usize) & (self.buckets.len() - 1)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&V> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mut node = self.buckets[self.bucket_of(key)].as_deref();
+        while let Some(current) = node {
+            if &*current.key == key {
+                return Some(&current.value);
+            }
+            node = current.next.as_deref();
+        }
+        None
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let bucket = self.bucket_of(key);
+        let mut node = self.buckets[bucket].as_deref_mut();
+        while let Some(current) = node {
+            if &*current.key == key {
+                return Some(&mut current.value);
+            }
+            node = current.next.as_deref_mut();
+        }
+        None
+    }
+
+    /// Looks a key up for writing, unless `remove_if` says its entry is dead, in
+    /// which case the entry is removed and returned instead.
+    pub fn get_mut_unless(
+        &mut self,
+        key: &[u8],
+        remove_if: impl FnOnce(&V) -> bool,
+    ) -> Lookup<'_, V> {
+        if self.buckets.is_empty() {
+            return Lookup::Missing;
+        }
+        let bucket = self.bucket_of(key);
+        let mut depth = 0;
+        let mut verdict = None;
+        let mut node = self.buckets[bucket].as_deref();
+        while let Some(current) = node {
+            if &*current.key == key {
+                verdict = Some(remove_if(&current.value));
+                break;
+            }
+            depth += 1;
+            node = current.next.as_deref();
+        }
+        match verdict {
+            None => Lookup::Missing,
+            Some(true) => match self.remove(key) {
+                Some((key, value)) => Lookup::Removed(key, value),
+                None => Lookup::Missing,
+            },
+            Some(false) => {
+                let mut node = self.buckets[bucket].as_deref_mut();
+                for _ in 0..depth {
+                    node = node.and_then(|current| current.next.as_deref_mut());
+                }
+                match node {
+                    Some(current) => Lookup::Found(&mut current.value),
+                    None => Lookup::Missing,
+                }
+            }
+        }
+    }
+
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Inserts or replaces; returns the previous value.
+    pub fn insert(&mut self, key: &[u8], value: V) -> Option<V> {
+        if let Some(slot) = self.get_mut(key) {
+            return Some(std::mem::replace(slot, value));
+        }
+        self.insert_new(key.into(), value);
+        None
+    }
+
+    /// Inserts a key known to be absent.
+    pub fn insert_new(&mut self, key: Box<[u8]>, value: V) {
+        debug_assert!(!self.contains_key(&key));
+        if self.len >= self.buckets.len() {
+            self.resize((self.buckets.len() * 2).max(INITIAL_BUCKETS));
+        }
+        let bucket = self.bucket_of(&key);
+        let next = self.buckets[bucket].take();
+        self.buckets[bucket] = Some(Box::new(Node { key, value, next }));
+        self.len += 1;
+    }
+
+    /// Removes a key, returning its owned key and value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<(Box<[u8]>, V)> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let bucket = self.bucket_of(key);
+        let mut link = &mut self.buckets[bucket];
+        loop {
+            match link {
+                None => return None,
+                Some(node) if &*node.key == key => {
+                    let mut removed = link.take().expect("matched a present node");
+                    *link = removed.next.take();
+                    self.len -= 1;
+                    let removed = *removed;
+                    self.shrink_if_sparse();
+                    return Some((removed.key, removed.value));
+                }
+                Some(node) => link = &mut node.next,
+            }
+        }
+    }
+
+    /// Drops every entry and releases the table.
+    pub fn clear(&mut self) {
+        // Unlink chains one node at a time so long chains never recurse in Drop.
+        for bucket in &mut self.buckets {
+            let mut node = bucket.take();
+            while let Some(mut current) = node {
+                node = current.next.take();
+            }
+        }
+        self.buckets = Vec::new();
+        self.len = 0;
+    }
+
+    fn shrink_if_sparse(&mut self) {
+        // Like Redis: shrink when under 10% full, never below the initial size.
+        if self.buckets.len() > INITIAL_BUCKETS && self.len * 10 < self.buckets.len() {
+            let target = self.len.max(INITIAL_BUCKETS).next_power_of_two();
+            self.resize(target);
+        }
+    }
+
+    fn resize(&mut self, bucket_count: usize) {
+        debug_assert!(bucket_count.is_power_of_two());
+        let old = std::mem::replace(&mut self.buckets, Vec::new());
+        self.buckets.resize_with(bucket_count, || None);
+        let mask = bucket_count - 1;
+        for mut chain in old {
+            while let Some(mut node) = chain {
+                chain = node.next.take();
+                let bucket = (self.hash(&node.key) as usize) & mask;
+                node.next = self.buckets[bucket].take();
+                self.buckets[bucket] = Some(node);
+            }
+        }
+    }
+
+    /// Visits one bucket per step starting from `cursor` until `visit` has seen at
+    /// least `count` entries or `max_buckets` buckets were visited; returns the next
+    /// cursor (0 when the scan is complete).
+    pub fn scan(
+        &self,
+        mut cursor: u64,
+        count: usize,
+        max_buckets: usize,
+        mut visit: impl FnMut(&[u8], &V),
+    ) -> u64 {
+        if self.buckets.is_empty() {
+            return 0;
+        }
+        let mask = (self.buckets.len() - 1) as u64;
+        let mut seen = 0;
+        let mut buckets_visited = 0;
+        loop {
+            let mut node = self.buckets[(cursor & mask) as usize].as_deref();
+            while let Some(current) = node {
+                visit(&current.key, &current.value);
+                seen += 1;
+                node = current.next.as_deref();
+            }
+            buckets_visited += 1;
+            // Increment the reversed cursor: set the bits above the mask, reverse,
+            // add one, reverse back.
+            cursor |= !mask;
+            cursor = cursor.reverse_bits().wrapping_add(1).reverse_bits();
+            if cursor == 0 || seen >= count || buckets_visited >= max_buckets {
+                return cursor;
+            }
+        }
+    }
+
+    /// A uniformly chosen bucket's chain, then a uniformly chosen entry in it, as
+    /// Redis's fair random pick; `random` supplies the randomness.
+    pub fn random_entry(&self, mut random: impl FnMut() -> u64) -> Option<(&[u8], &V)> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.buckets.len() - 1;
+        loop {
+            let bucket = (random() as usize) & mask;
+            let Some(head) = self.buckets[bucket].as_deref() else {
+                continue;
+            };
+            let mut length = 0;
+            let mut node = Some(head);
+            while let Some(current) = node {
+                length += 1;
+                node = current.next.as_deref();
+            }
+            let mut chosen = (random() % length as u64) as usize;
+            let mut node = head;
+            while chosen > 0 {
+                node = node.next.as_deref().expect("index within chain length");
+                chosen -= 1;
+            }
+            return Some((&node.key, &node.value));
+        }
+    }
+
+    /// Every entry, in bucket order (deterministic for a given hash key and history).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &V)> {
+        self.buckets.iter().flat_map(|bucket| {
+            let mut node = bucket.as_deref();
+            std::iter::from_fn(move || {
+                let current = node?;
+                node = current.next.as_deref();
+                Some((&*current.key, &current.value))
+            })
+        })
+    }
+
+    /// Approximate heap bytes used by the table itself (not keys or values).
+    pub fn table_bytes(&self) -> usize {
+        self.buckets.len() * std::mem::size_of::<Option<Box<Node<V>>>>()
+            + self.len * std::mem::size_of::<Node<V>>()
+    }
+}
+
+impl<V> Drop for Dict<V> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn key(index: u32) -> Vec<u8> {
+        format!("key:{index}").into_bytes()
+    }
+
+    #[test]
+    fn insert_get_remove() {
+        let mut dict = Dict::new((1, 2));
+        for index in 0..1000 {
+            assert_eq!(dict.insert(&key(index), index), None);
+        }
+        assert_eq!(dict.len(), 1000);
+        assert_eq!(dict.insert(&key(7), 70), Some(7));
+        assert_eq!(dict.get(&key(7)), Some(&70));
+        for index in 0..1000 {
+            assert!(dict.remove(&key(index)).is_some());
+        }
+        assert!(dict.is_empty());
+        assert!(dict.bucket_count() <= INITIAL_BUCKETS);
+    }
+
+    /// Every key present for the whole scan is returned, even when the table grows
+    /// and shrinks between calls.
+    #[test]
+    fn scan_survives_resizes() {
+        let mut dict = Dict::new((3, 4));
+        for index in 0..500 {
+            dict.insert(&key(index), ());
+        }
+        let mut seen = BTreeSet::new();
+        let mut cursor = 0;
+        let mut round = 0u32;
+        loop {
+            cursor = dict.scan(cursor, 10, 100, |found, _| {
+                seen.insert(found.to_vec());
+            });
+            round += 1;
+            // Grow hard, then shrink back below the original, while scanning.
+            if round == 5 {
+                for index in 1000..5000 {
+                    dict.insert(&key(index), ());
+                }
+            }
+            if round == 20 {
+                for index in 1000..5000 {
+                    dict.remove(&key(index));
+                }
+            }
+            if cursor == 0 {
+                break;
+            }
+        }
+        for index in 0..500 {
+            assert!(seen.contains(&key(index)), "missed {index}");
+        }
+    }
+
+    #[test]
+    fn random_entry_finds_members() {
+        let mut dict = Dict::new((5, 6));
+        let mut state = 1u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state >> 11
+        };
+        assert!(dict.random_entry(&mut next).is_none());
+        for index in 0..10 {
+            dict.insert(&key(index), index);
+        }
+        let mut hits = BTreeSet::new();
+        for _ in 0..500 {
+            let (_, value) = dict.random_entry(&mut next).unwrap();
+            hits.insert(*value);
+        }
+        assert_eq!(hits.len(), 10);
+    }
+}

@@ -1,0 +1,162 @@
+//! Parsing replies, for clients of slotraft written in Rust (tests, the router).
+
+use crate::Frame;
+use bytes::Bytes;
+use std::fmt;
+
+/// Deepest nesting accepted; deeper input is rejected instead of recursing further.
+const MAX_DEPTH: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyError(pub String);
+
+impl fmt::Display for ReplyError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "malformed reply: {}", self.0)
+    }
+}
+
+impl std::error::Error for ReplyError {}
+
+/// Parses one reply from the front of `input`: `Ok(Some((frame, consumed)))`, or
+/// `Ok(None)` when `input` holds only part of it.
+pub fn parse_reply(input: &[u8]) -> Result<Option<(Frame, usize)>, ReplyError> {
+    let mut position = 0;
+    match parse_at(input, &mut position, 0)? {
+        Some(frame) => Ok(Some((frame, position))),
+        None => Ok(None),
+    }
+}
+
+fn fail(message: &str) -> ReplyError {
+    ReplyError(message.to_string())
+}
+
+fn read_line<'a>(input: &'a [u8], position: &mut usize) -> Option<&'a [u8]> {
+    let rest = input.get(*position..)?;
+    let end = rest.windows(2).position(|pair| pair == b"\r\n")?;
+    *position += end + 2;
+    Some(&rest[..end])
+}
+
+fn parse_number(line: &[u8]) -> Result<i64, ReplyError> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| fail("bad integer"))
+}
+
+fn parse_at(input: &[u8], position: &mut usize, depth: usize) -> Result<Option<Frame>, ReplyError> {
+    if depth > MAX_DEPTH {
+        return Err(fail("nested too deeply"));
+    }
+    let Some(&marker) = input.get(*position) else {
+        return Ok(None);
+    };
+    let start = *position;
+    *position += 1;
+    let Some(line) = read_line(input, position) else {
+        *position = start;
+        return Ok(None);
+    };
+    let text = || Bytes::copy_from_slice(line);
+    let frame = match marker {
+        b'+' => Frame::Simple(text()),
+        b'-' => Frame::Error(text()),
+        b':' => Frame::Integer(parse_number(line)?),
+        b'_' => Frame::Null,
+        b'#' => Frame::Boolean(line == b"t"),
+        b',' => {
+            let value = std::str::from_utf8(line).map_err(|_| fail("bad double"))?;
+            Frame::Double(match value {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                other => other.parse().map_err(|_| fail("bad double"))?,
+            })
+        }
+        b'(' => Frame::BigNumber(text()),
+        b'$' | b'=' | b'!' => {
+            let length = parse_number(line)?;
+            if length < 0 {
+                Frame::Null
+            } else {
+                let length = length as usize;
+                let end = *position + length;
+                if input.len() < end + 2 {
+                    *position = start;
+                    return Ok(None);
+                }
+                let data = Bytes::copy_from_slice(&input[*position..end]);
+                *position = end + 2;
+                match marker {
+                    b'$' => Frame::Bulk(data),
+                    b'=' => Frame::Verbatim(data),
+                    _ => Frame::Error(data),
+                }
+            }
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let count = parse_number(line)?;
+            if count < 0 {
+                Frame::NullArray
+            } else {
+                let elements = if matches!(marker, b'%' | b'|') { 2 * count } else { count };
+                let mut items = Vec::with_capacity((elements as usize).min(1024));
+                for _ in 0..elements {
+                    match parse_at(input, position, depth + 1)? {
+                        Some(item) => items.push(item),
+                        None => {
+                            *position = start;
+                            return Ok(None);
+                        }
+                    }
+                }
+                match marker {
+                    b'*' => Frame::Array(items),
+                    b'~' => Frame::Set(items),
+                    b'>' => Frame::Push(items),
+                    b'|' => {
+                        // An attribute precedes the reply it describes; return that reply.
+                        return parse_at(input, position, depth + 1);
+                    }
+                    _ => {
+                        let mut pairs = Vec::with_capacity(items.len() / 2);
+                        let mut iterator = items.into_iter();
+                        while let (Some(key), Some(value)) = (iterator.next(), iterator.next()) {
+                            pairs.push((key, value));
+                        }
+                        Frame::Map(pairs)
+                    }
+                }
+            }
+        }
+        _ => return Err(fail("unknown type marker")),
+    };
+    Ok(Some(frame))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{encode, Protocol};
+    use bytes::BytesMut;
+
+    #[test]
+    fn round_trips_resp3() {
+        let frame = Frame::Array(vec![
+            Frame::Map(vec![(Frame::bulk("k"), Frame::Double(2.5))]),
+            Frame::Set(vec![Frame::Integer(1)]),
+            Frame::Null,
+            Frame::Boolean(true),
+            Frame::Error(Bytes::from_static(b"ERR x")),
+        ]);
+        let mut wire = BytesMut::new();
+        encode(&frame, Protocol::Resp3, &mut wire);
+        let (parsed, used) = parse_reply(&wire).unwrap().unwrap();
+        assert_eq!(used, wire.len());
+        assert_eq!(parsed, frame);
+        for cut in 0..wire.len() {
+            assert_eq!(parse_reply(&wire[..cut]).unwrap(), None);
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! Parsing what clients send: multibulk requests (`*N\r\n$L\r\n...`) and inline
+//! commands (`SET k v\r\n`, as typed into telnet). The parser keeps its place across
+//! reads, so a large request arriving in many pieces is scanned once, and every limit
+//! is checked before memory is committed to it.
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::fmt;
+
+/// Redis's PROTO_INLINE_MAX_SIZE: the longest inline request or header line.
+pub const INLINE_MAX_BYTES: usize = 64 * 1024;
+
+/// Limits on one request; all configurable through CONFIG SET.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// `proto-max-bulk-len`: the longest single argument.
+    pub max_bulk_bytes: usize,
+    /// The most arguments one multibulk request may announce.
+    pub max_multibulk_length: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits {
+            max_bulk_bytes: 512 * 1024 * 1024,
+            max_multibulk_length: i32::MAX as usize,
+        }
+    }
+}
+
+/// A malformed request. The connection replies `-ERR Protocol error: <message>` and
+/// closes, as Redis does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "Protocol error: {}", self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn protocol_error(message: &str) -> ProtocolError {
+    ProtocolError(message.to_string())
+}
+
+/// Streaming request parser; one per connection.
+#[derive(Debug, Default)]
+pub struct RequestParser {
+    limits: RequestLimits,
+    /// Arguments of the multibulk request being read.
+    arguments: Vec<Bytes>,
+    /// Arguments still expected; zero when between requests.
+    remaining: usize,
+}
+
+impl RequestParser {
+    pub fn new(limits: RequestLimits) -> Self {
+        RequestParser {
+            limits,
+            arguments: Vec::new(),
+            remaining: 0,
+        }
+    }
+
+    pub fn set_limits(&mut self, limits: RequestLimits) {
+        self.limits = limits;
+    }
+
+    /// True when part of a request has been consumed and the rest is awaited.
+    pub fn is_mid_request(&self) -> bool {
+        self.remaining > 0
+    }
+
+    /// Takes the next complete request from `buffer`. `Ok(None)` means more bytes are
+    /// needed; consumed bytes are removed from `buffer`. Empty requests (`*0`, blank
+    /// inline lines) are skipped. Never returns an empty argument list.
+    pub fn next_request(
+        &mut self,
+        buffer: &mut BytesMut,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        loop {
+            if self.remaining == 0 {
+                let Some(&first) = buffer.first() else {
+                    return Ok(None);
+                };
+                if first == b'*' {
+                    let Some(count) = self.multibulk_header(buffer)? else {
+                        return Ok(None);
+                    };
+                    if count == 0 {
+                        continue;
+                    }
+                    self.remaining = count;
+                    self.arguments = Vec::with_capacity(count.min(1024));
+                } else {
+                    match inline_request(buffer)? {
+                        None => return Ok(None),
+                        Some(arguments) if arguments.is_empty() => continue,
+                        Some(arguments) => return Ok(Some(arguments)),
+                    }
+                }
+            }
+            while self.remaining > 0 {
+                let Some(argument) = self.bulk_argument(buffer)? else {
+                    return Ok(None);
+                };
+                self.arguments.push(argument);
+                self.remaining -= 1;
+            }
+            return Ok(Some(std::mem::take(&mut self.arguments)));
+        }
+    }
+
+    /// Parses `*<count>\r\n`; returns the count (negative counts read as zero).
+    fn multibulk_header(&self, buffer: &mut BytesMut) -> Result<Option<usize>, ProtocolError> {
+        let Some(line_end) = find_line_end(buffer) else {
+            if buffer.len() > INLINE_MAX_BYTES {
+                return Err(protocol_error("too big mbulk count string"));
+            }
+            return Ok(None);
+        };
+        let count = parse_i64(&buffer[1..line_end]);
+        let count = match count {
+            Some(count) if count <= i32::MAX as i64 => count,
+            _ => return Err(protocol_error("invalid multibulk length")),
+        };
+        if count > self.limits.max_multibulk_length as i64 {
+            return Err(protocol_error("invalid multibulk length"));
+        }
+        buffer.advance(line_end + 2);
+        Ok(Some(count.max(0) as usize))
+    }
+
+    /// Parses one `$<len>\r\n<data>\r\n`, or asks for more bytes.
+    fn bulk_argument(&self, buffer: &mut BytesMut) -> Result<Option<Bytes>, ProtocolError> {
+        let Some(line_end) = find_line_end(buffer) else {
+            if buffer.len() > INLINE_MAX_BYTES {
+                return Err(protocol_error("too big bulk count string"));
+            }
+            return Ok(None);
+        };
+        if buffer[0] != b'$' {
+            return Err(ProtocolError(format!(
+                "expected '$', got '{}'",
+                buffer[0] as char
+            )));
+        }
+        let length = match parse_i64(&buffer[1..line_end]) {
+            Some(length) if length >= 0 && length as u64 <= self.limits.max_bulk_bytes as u64 => {
+                length as usize
+            }
+            _ => return Err(protocol_error("invalid bulk length")),
+        };
+        let needed = line_end + 2 + length + 2;
+        if buffer.len() < needed {
+            // Make room ahead for a large argument instead of growing by doubling,
+            // but commit at most a megabyte before its bytes actually arrive.
+            buffer.reserve((needed - buffer.len()).min(1 << 20));
+            return Ok(None);
+        }
+        buffer.advance(line_end + 2);
+        let argument = buffer.split_to(length).freeze();
+        buffer.advance(2);
+        Ok(Some(argument))
+    }
+}
+
+/// Index of the `\r` ending the first line, if the line and the byte after it are
+/// present. Like Redis, the byte after `\r` is assumed to be `\n`.
+fn find_line_end(buffer: &[u8]) -> Option<usize> {
+    let carriage_return = buffer.iter().position(|&byte| byte == b'\r')?;
+    (carriage_return + 1 < buffer.len()).then_some(carriage_return)
+}
+
+/// Strict decimal parse of a signed 64-bit integer (no spaces, no `+`).
+fn parse_i64(digits: &[u8]) -> Option<i64> {
+    std::str::from_utf8(digits)
+        .ok()
+        .filter(|text| !text.starts_with('+'))
+        .and_then(|text| text.parse().ok())
+}
+
+fn inline_request(buffer: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(newline) = buffer.iter().position(|&byte| byte == b'\n') else {
+        if buffer.len() > INLINE_MAX_BYTES {
+            return Err(protocol_error("too big inline request"));
+        }
+        return Ok(None);
+    };
+    if newline > INLINE_MAX_BYTES {
+        return Err(protocol_error("too big inline request"));
+    }
+    let line = buffer.split_to(newline + 1);
+    let mut text = &line[..newline];
+    if let Some(stripped) = text.strip_suffix(b"\r") {
+        text = stripped;
+    }
+    split_inline_args(text)
+        .map(|arguments| Some(arguments.into_iter().map(Bytes::from).collect()))
+        .ok_or_else(|| protocol_error("unbalanced quotes in request"))
+}
+
+/// Splits an inline command line into arguments with Redis's quoting rules: double
+/// quotes with `\n \r \t \b \a \xHH` escapes, single quotes with `\'`, and a closing
+/// quote must be followed by a space or the end. `None` on unbalanced quotes.
+pub fn split_inline_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    // Redis splits a C string: a NUL byte ends the line.
+    let line = match line.iter().position(|&byte| byte == 0) {
+        Some(end) => &line[..end],
+        None => line,
+    };
+    let mut arguments = Vec::new();
+    let mut position = 0;
+    let is_space = |byte: u8| matches!(byte, b' ' | b'\n' | b'\r' | b'\t' | 0x0b | 0x0c);
+    loop {
+        while position < line.len() && is_space(line[position]) {
+            position += 1;
+        }
+        if position >= line.len() {
+            return Some(arguments);
+        }
+        let mut current = Vec::new();
+        let mut in_double = false;
+        let mut in_single = false;
+        loop {
+            if in_double {
+                let byte = *line.get(position)?;
+                if byte == b'\\' && position + 3 < line.len() && line[position + 1] == b'x' {
+                    if let (Some(high), Some(low)) =
+                        (hex_value(line[position + 2]), hex_value(line[position + 3]))
+                    {
+                        current.push(high * 16 + low);
+                        position += 4;
+                        continue;
+                    }
+                }
+                if byte == b'\\' && position + 1 < line.len() {
+                    current.push(match line[position + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                    position += 2;
+                    continue;
+                }
+                if byte == b'"' {
+                    if position + 1 < line.len() && !is_space(line[position + 1]) {
+                        return None;
+                    }
+                    position += 1;
+                    break;
+                }
+                current.push(byte);
+                position += 1;
+            } else if in_single {
+                let byte = *line.get(position)?;
+                if byte == b'\\' && line.get(position + 1) == Some(&b'\'') {
+                    current.push(b'\'');
+                    position += 2;
+                    continue;
+                }
+                if byte == b'\'' {
+                    if position + 1 < line.len() && !is_space(line[position + 1]) {
+                        return None;
+                    }
+                    position += 1;
+                    break;
+                }
+                current.push(byte);
+                position += 1;
+            } else {
+                let Some(&byte) = line.get(position) else {
+                    break;
+                };
+                match byte {
+                    b' ' | b'\n' | b'\r' | b'\t' => break,
+                    b'"' => in_double = true,
+                    b'\'' => in_single = true,
+                    other => current.push(other),
+                }
+                position += 1;
+            }
+        }
+        arguments.push(current);
+    }
+}
+
+fn hex_value(byte: u8) -> Option<u8> {
+    (byte as char).to_digit(16).map(|value| value as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse_all(input: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+        let mut parser = RequestParser::default();
+        let mut buffer = BytesMut::from(input);
+        let mut requests = Vec::new();
+        while let Some(request) = parser.next_request(&mut buffer)? {
+            requests.push(request.iter().map(|argument| argument.to_vec()).collect());
+        }
+        Ok(requests)
+    }
+
+    fn strings(request: &[&str]) -> Vec<Vec<u8>> {
+        request.iter().map(|argument| argument.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn pipelined_multibulk_and_inline() {
+        let requests =
+            parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n*0\r\n\r\nset a \"b c\"\r\n").unwrap();
+        assert_eq!(
+            requests,
+            vec![strings(&["GET", "k"]), strings(&["PING"]), strings(&["set", "a", "b c"])]
+        );
+    }
+
+    #[test]
+    fn incomplete_input_waits_byte_by_byte() {
+        let input = b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nva\r\nl\r\n";
+        let mut parser = RequestParser::default();
+        let mut buffer = BytesMut::new();
+        let mut found = None;
+        for (index, byte) in input.iter().enumerate() {
+            buffer.extend_from_slice(&[*byte]);
+            if let Some(request) = parser.next_request(&mut buffer).unwrap() {
+                assert_eq!(index, input.len() - 1);
+                found = Some(request);
+            }
+        }
+        let request = found.unwrap();
+        assert_eq!(&request[2][..], b"va\r\nl");
+    }
+
+    #[test]
+    fn protocol_errors_use_redis_texts() {
+        let message = |input: &[u8]| parse_all(input).unwrap_err().to_string();
+        assert_eq!(message(b"*x\r\n"), "Protocol error: invalid multibulk length");
+        assert_eq!(message(b"*3000000000\r\n"), "Protocol error: invalid multibulk length");
+        assert_eq!(message(b"*1\r\n+foo\r\n"), "Protocol error: expected '$', got '+'");
+        assert_eq!(message(b"*1\r\n$-5\r\n"), "Protocol error: invalid bulk length");
+        assert_eq!(message(b"*1\r\n$600000000\r\n"), "Protocol error: invalid bulk length");
+        assert_eq!(message(b"set \"a\r\n"), "Protocol error: unbalanced quotes in request");
+        assert_eq!(message(b"set \"a\"b\r\n"), "Protocol error: unbalanced quotes in request");
+        let long_inline = vec![b'a'; INLINE_MAX_BYTES + 1];
+        assert_eq!(message(&long_inline), "Protocol error: too big inline request");
+        let mut long_count = b"*".to_vec();
+        long_count.extend(vec![b'1'; INLINE_MAX_BYTES + 1]);
+        assert_eq!(message(&long_count), "Protocol error: too big mbulk count string");
+    }
+
+    #[test]
+    fn configured_bulk_limit_applies() {
+        let mut parser = RequestParser::new(RequestLimits {
+            max_bulk_bytes: 4,
+            ..RequestLimits::default()
+        });
+        let mut buffer = BytesMut::from(&b"*1\r\n$5\r\nhello\r\n"[..]);
+        assert_eq!(
+            parser.next_request(&mut buffer).unwrap_err().0,
+            "invalid bulk length"
+        );
+    }
+
+    #[test]
+    fn inline_quoting() {
+        let split = |line: &str| split_inline_args(line.as_bytes());
+        assert_eq!(split("  a  'b c' \"\\x41\\n\""), Some(strings(&["a", "b c", "A\n"])));
+        assert_eq!(split("'it\\'s'"), Some(strings(&["it's"])));
+        assert_eq!(split("a\"b c\"d"), None);
+        assert_eq!(split(""), Some(vec![]));
+        assert_eq!(split("a\0b c"), Some(strings(&["a"])));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = parse_all(&input);
+        }
+
+        #[test]
+        fn arbitrary_requests_round_trip(
+            request in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 1..8),
+            split_at in 0usize..400,
+        ) {
+            let mut wire = format!("*{}\r\n", request.len()).into_bytes();
+            for argument in &request {
+                wire.extend(format!("${}\r\n", argument.len()).into_bytes());
+                wire.extend(argument);
+                wire.extend(b"\r\n");
+            }
+            let split_at = split_at.min(wire.len());
+            let mut parser = RequestParser::default();
+            let mut buffer = BytesMut::from(&wire[..split_at]);
+            let first = parser.next_request(&mut buffer).unwrap();
+            let parsed = match first {
+                Some(parsed) => parsed,
+                None => {
+                    buffer.extend_from_slice(&wire[split_at..]);
+                    parser.next_request(&mut buffer).unwrap().unwrap()
+                }
+            };
+            let parsed: Vec<Vec<u8>> = parsed.iter().map(|argument| argument.to_vec()).collect();
+            prop_assert_eq!(parsed, request);
+        }
+    }
+}

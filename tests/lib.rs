@@ -1,0 +1,1 @@
+//! Workspace-level integration suites live in the test targets.
