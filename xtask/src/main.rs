@@ -1,1 +1,232 @@
-fn main() {}
+//! `cargo xtask`: the project's automation, written in Rust so it runs the same on every
+//! machine.
+//!
+//! * `cargo xtask ci` is the one test command (CI runs exactly this).
+//! * `cargo xtask bench` compares slotraft with a real `redis-server` on loopback.
+//! * `cargo xtask tools` installs the Redis command-line tools the other two need.
+//!
+//! Arguments are parsed by hand (no clap) to keep this crate's dependency graph at `anyhow`.
+
+mod bench;
+mod ci;
+mod server;
+mod tools;
+mod wire;
+
+use std::process::ExitCode;
+
+const HELP: &str = "\
+slotraft automation
+
+Usage: cargo xtask <SUBCOMMAND> [OPTIONS]
+
+Subcommands:
+  ci       The project's one test command. Installs redis-server, redis-cli and
+           redis-benchmark if missing (apt-get), then runs cargo fmt --all --check,
+           cargo clippy --workspace --all-targets -D warnings, cargo build --workspace and
+           cargo nextest run --workspace (cargo test if nextest is not installed).
+             --skip-lint      skip the fmt and clippy steps
+  bench    slotraft side by side with redis-server on 127.0.0.1: redis-benchmark
+           throughput (SET GET INCR MSET at -P 1 and -P 16) and memory per key.
+           Prints Markdown tables and writes them to target/bench/latest.md.
+             --quick          small runs, a smoke test (noisy numbers)
+             --requests N     requests per -P 1 run (default 200000; -P 16 runs use 10*N)
+             --keys N         keys inserted for the memory comparison (default 1000000)
+  tools    Install the Redis tools if missing and print their versions.
+             --force          run apt-get install even if everything is present
+  help     Print this help.
+";
+
+/// What the command line asked for.
+enum Task {
+    Help,
+    Ci(ci::Options),
+    Bench(bench::Options),
+    Tools { force: bool },
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let task = match parse(&args) {
+        Ok(task) => task,
+        Err(message) => {
+            eprintln!("xtask: {message}\n\n{HELP}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match task {
+        Task::Help => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Task::Ci(options) => ci::run(&options),
+        Task::Bench(options) => bench::run(&options),
+        Task::Tools { force } => tools::install_and_report(force),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Turns the arguments after `cargo xtask` into a [`Task`]; `Err` is a usage message.
+fn parse(args: &[String]) -> Result<Task, String> {
+    let Some((subcommand, rest)) = args.split_first() else {
+        return Ok(Task::Help);
+    };
+    let mut flags = Flags::new(rest);
+    match subcommand.as_str() {
+        "help" | "-h" | "--help" => Ok(Task::Help),
+        "ci" => {
+            let mut options = ci::Options::default();
+            while let Some(flag) = flags.next_flag()? {
+                match flag.as_str() {
+                    "--skip-lint" => options.skip_lint = true,
+                    "-h" | "--help" => return Ok(Task::Help),
+                    _ => return Err(format!("unknown option '{flag}' for 'ci'")),
+                }
+            }
+            Ok(Task::Ci(options))
+        }
+        "bench" => {
+            let mut options = bench::Options::default();
+            while let Some(flag) = flags.next_flag()? {
+                match flag.as_str() {
+                    "--quick" => options.quick = true,
+                    "--requests" => options.requests = Some(flags.positive_number(&flag)?),
+                    "--keys" => options.keys = Some(flags.positive_number(&flag)?),
+                    "-h" | "--help" => return Ok(Task::Help),
+                    _ => return Err(format!("unknown option '{flag}' for 'bench'")),
+                }
+            }
+            Ok(Task::Bench(options))
+        }
+        "tools" => {
+            let mut force = false;
+            while let Some(flag) = flags.next_flag()? {
+                match flag.as_str() {
+                    "--force" => force = true,
+                    "-h" | "--help" => return Ok(Task::Help),
+                    _ => return Err(format!("unknown option '{flag}' for 'tools'")),
+                }
+            }
+            Ok(Task::Tools { force })
+        }
+        other => Err(format!("unknown subcommand '{other}'")),
+    }
+}
+
+/// A cursor over `--flag`, `--flag value` and `--flag=value` arguments.
+struct Flags<'a> {
+    args: std::slice::Iter<'a, String>,
+    /// The `value` of a `--flag=value` just returned, until [`Flags::value`] takes it.
+    inline_value: Option<String>,
+    current: String,
+}
+
+impl<'a> Flags<'a> {
+    fn new(args: &'a [String]) -> Self {
+        Flags {
+            args: args.iter(),
+            inline_value: None,
+            current: String::new(),
+        }
+    }
+
+    /// The next flag's name, `None` at the end.
+    fn next_flag(&mut self) -> Result<Option<String>, String> {
+        if self.inline_value.is_some() {
+            return Err(format!("option '{}' takes no value", self.current));
+        }
+        let Some(arg) = self.args.next() else {
+            return Ok(None);
+        };
+        if !arg.starts_with('-') {
+            return Err(format!("unexpected argument '{arg}'"));
+        }
+        let name = match arg.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => {
+                self.inline_value = Some(value.to_owned());
+                name.to_owned()
+            }
+            _ => arg.clone(),
+        };
+        self.current.clone_from(&name);
+        Ok(Some(name))
+    }
+
+    /// The value of the flag just returned by [`Flags::next_flag`].
+    fn value(&mut self, flag: &str) -> Result<String, String> {
+        match self.inline_value.take() {
+            Some(value) => Ok(value),
+            None => self
+                .args
+                .next()
+                .cloned()
+                .ok_or_else(|| format!("option '{flag}' needs a value")),
+        }
+    }
+
+    fn positive_number(&mut self, flag: &str) -> Result<u64, String> {
+        let value = self.value(flag)?;
+        match value.replace('_', "").parse::<u64>() {
+            Ok(number) if number > 0 => Ok(number),
+            _ => Err(format!(
+                "option '{flag}' needs a positive number, got '{value}'"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|arg| (*arg).to_owned()).collect()
+    }
+
+    #[test]
+    fn no_arguments_means_help() {
+        assert!(matches!(parse(&[]), Ok(Task::Help)));
+    }
+
+    #[test]
+    fn ci_flags() {
+        match parse(&args(&["ci", "--skip-lint"])) {
+            Ok(Task::Ci(options)) => assert!(options.skip_lint),
+            _ => panic!("expected ci"),
+        }
+        assert!(parse(&args(&["ci", "--skip-lint=yes"])).is_err());
+        assert!(parse(&args(&["ci", "--nope"])).is_err());
+    }
+
+    #[test]
+    fn bench_flags() {
+        match parse(&args(&[
+            "bench",
+            "--quick",
+            "--requests",
+            "1_000",
+            "--keys=50",
+        ])) {
+            Ok(Task::Bench(options)) => {
+                assert!(options.quick);
+                assert_eq!(options.requests, Some(1000));
+                assert_eq!(options.keys, Some(50));
+            }
+            _ => panic!("expected bench"),
+        }
+        assert!(parse(&args(&["bench", "--requests"])).is_err());
+        assert!(parse(&args(&["bench", "--requests", "0"])).is_err());
+        assert!(parse(&args(&["bench", "extra"])).is_err());
+    }
+
+    #[test]
+    fn unknown_subcommand() {
+        assert!(parse(&args(&["deploy"])).is_err());
+    }
+}

@@ -27,7 +27,10 @@ pub fn parse_f64(argument: &[u8]) -> Result<f64, Frame> {
 /// The float in `text`, if it is one by Redis's rules.
 pub fn parse_float_text(text: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(text).ok()?;
-    if text.is_empty() || text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
         return None;
     }
     let lower = text.to_ascii_lowercase();

@@ -115,7 +115,11 @@ pub enum BeginSearch {
 pub enum FindKeys {
     /// Keys up to `last_key` (relative to the beginning; -1 is the last argument),
     /// every `step` arguments; `limit` > 1 takes only 1/limit of the remaining ones.
-    Range { last_key: i32, step: i32, limit: i32 },
+    Range {
+        last_key: i32,
+        step: i32,
+        limit: i32,
+    },
     /// The argument at `key_num_index` (relative) says how many keys follow,
     /// starting at `first_key` (relative), every `step` arguments.
     KeyNum {
@@ -221,9 +225,12 @@ impl CommandSpec {
 
     /// Whether the keys cannot be found from fixed positions alone.
     pub fn has_movable_keys(&self) -> bool {
-        self.key_specs
-            .iter()
-            .any(|spec| !matches!((spec.begin, spec.find), (BeginSearch::Index(_), FindKeys::Range { .. })))
+        self.key_specs.iter().any(|spec| {
+            !matches!(
+                (spec.begin, spec.find),
+                (BeginSearch::Index(_), FindKeys::Range { .. })
+            )
+        })
     }
 
     /// Redis's legacy (first key, last key, step) triple derived from the key specs.
@@ -232,18 +239,25 @@ impl CommandSpec {
         let mut last = 0;
         let mut step = 0;
         for spec in self.key_specs {
-            let (BeginSearch::Index(index), FindKeys::Range {
-                last_key,
-                step: spec_step,
-                ..
-            }) = (spec.begin, spec.find)
+            let (
+                BeginSearch::Index(index),
+                FindKeys::Range {
+                    last_key,
+                    step: spec_step,
+                    ..
+                },
+            ) = (spec.begin, spec.find)
             else {
                 continue;
             };
             if first == 0 {
                 first = index;
                 step = spec_step;
-                last = if last_key < 0 { last_key } else { index + last_key };
+                last = if last_key < 0 {
+                    last_key
+                } else {
+                    index + last_key
+                };
             } else if last >= 0 && index == last + 1 && last_key == 0 && step == 1 {
                 last = index;
             }
@@ -281,12 +295,13 @@ fn extract_keys(
             start_from,
         } => {
             let found = if start_from >= 0 {
-                (start_from as i64..count)
-                    .find(|&index| arguments[index as usize].eq_ignore_ascii_case(keyword.as_bytes()))
+                (start_from as i64..count).find(|&index| {
+                    arguments[index as usize].eq_ignore_ascii_case(keyword.as_bytes())
+                })
             } else {
-                (1..=count + start_from as i64)
-                    .rev()
-                    .find(|&index| arguments[index as usize].eq_ignore_ascii_case(keyword.as_bytes()))
+                (1..=count + start_from as i64).rev().find(|&index| {
+                    arguments[index as usize].eq_ignore_ascii_case(keyword.as_bytes())
+                })
             };
             match found {
                 Some(index) => index + 1,

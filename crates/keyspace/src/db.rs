@@ -81,7 +81,10 @@ impl Db {
 
     /// Looks a key up for reading or writing; an expired key is deleted and absent.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
-        match self.keys.get_mut_unless(key, |entry| entry.is_expired(now_ms)) {
+        match self
+            .keys
+            .get_mut_unless(key, |entry| entry.is_expired(now_ms))
+        {
             Lookup::Found(entry) => Some(entry),
             Lookup::Removed(key, _) => {
                 self.expires.remove(&key);
@@ -215,7 +218,9 @@ impl Db {
 
     /// Every live key and entry, in table order.
     pub fn iter(&self, now_ms: u64) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.keys.iter().filter(move |(_, entry)| !entry.is_expired(now_ms))
+        self.keys
+            .iter()
+            .filter(move |(_, entry)| !entry.is_expired(now_ms))
     }
 
     /// A random live key, deleting expired keys it happens upon (bounded tries,
@@ -232,7 +237,9 @@ impl Db {
         }
         // Every try hit an expired key: answer with one more pick, as Redis does
         // when all keys have a TTL, after reclaiming what we could.
-        self.keys.random_entry(|| rng.next_u64()).map(|(key, _)| key.to_vec())
+        self.keys
+            .random_entry(|| rng.next_u64())
+            .map(|(key, _)| key.to_vec())
     }
 
     /// One active-expiry pass: examines keys with a TTL in scan order, deletes the
@@ -300,7 +307,10 @@ mod tests {
     fn lazy_expiry_deletes_on_access() {
         let mut db = db();
         db.set(b"k", Value::string("v"), Some(1000), 0);
-        assert!(db.get(b"k", 1000).is_some(), "alive at exactly its expiry time");
+        assert!(
+            db.get(b"k", 1000).is_some(),
+            "alive at exactly its expiry time"
+        );
         assert!(db.get(b"k", 1001).is_none());
         assert_eq!(db.len(), 0);
         assert_eq!(db.expires_len(), 0);

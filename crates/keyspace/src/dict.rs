@@ -207,7 +207,7 @@ impl<V> Dict<V> {
 
     fn resize(&mut self, bucket_count: usize) {
         debug_assert!(bucket_count.is_power_of_two());
-        let old = std::mem::replace(&mut self.buckets, Vec::new());
+        let old = std::mem::take(&mut self.buckets);
         self.buckets.resize_with(bucket_count, || None);
         let mask = bucket_count - 1;
         for mut chain in old {
@@ -373,7 +373,9 @@ mod tests {
         let mut dict = Dict::new((5, 6));
         let mut state = 1u64;
         let mut next = move || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             state >> 11
         };
         assert!(dict.random_entry(&mut next).is_none());

@@ -76,7 +76,8 @@ fn match_from(pattern: &[u8], text: &[u8], nocase: bool, depth: usize, budget: &
                             matched = true;
                         }
                     } else if p + 2 < pattern.len() && pattern[p + 1] == b'-' {
-                        let (mut start, mut end) = (fold(pattern[p], nocase), fold(pattern[p + 2], nocase));
+                        let (mut start, mut end) =
+                            (fold(pattern[p], nocase), fold(pattern[p + 2], nocase));
                         if start > end {
                             std::mem::swap(&mut start, &mut end);
                         }
@@ -123,7 +124,8 @@ mod tests {
 
     #[test]
     fn redis_patterns() {
-        let yes = |pattern: &str, text: &str| glob_match(pattern.as_bytes(), text.as_bytes(), false);
+        let yes =
+            |pattern: &str, text: &str| glob_match(pattern.as_bytes(), text.as_bytes(), false);
         assert!(yes("h?llo", "hello"));
         assert!(yes("h*llo", "heeeello"));
         assert!(yes("h[ae]llo", "hallo"));

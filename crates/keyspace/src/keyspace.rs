@@ -140,7 +140,13 @@ impl Keyspace {
     }
 
     /// Stores a value (replacing value and TTL), counting one change.
-    pub fn set(&mut self, context: &mut Context, key: &[u8], value: Value, expire_at_ms: Option<u64>) {
+    pub fn set(
+        &mut self,
+        context: &mut Context,
+        key: &[u8],
+        value: Value,
+        expire_at_ms: Option<u64>,
+    ) {
         let access = self.initial_access(context);
         self.dbs[context.db].set(key, value, expire_at_ms, access);
         self.stats.dirty += 1;
@@ -215,11 +221,9 @@ fn lfu_decayed_counter(config: &KeyspaceConfig, access: u32, context: &Context) 
     } else {
         65535 - last_minutes + now_minutes
     };
-    let periods = if config.lfu_decay_time_minutes > 0 {
-        elapsed / config.lfu_decay_time_minutes
-    } else {
-        0
-    };
+    let periods = elapsed
+        .checked_div(config.lfu_decay_time_minutes)
+        .unwrap_or(0);
     counter.saturating_sub(periods)
 }
 

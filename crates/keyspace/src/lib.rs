@@ -10,6 +10,8 @@ pub mod command;
 pub mod commands;
 pub mod db;
 pub mod dict;
+pub mod digest;
+pub mod dump;
 pub mod errors;
 pub mod glob;
 mod keyspace;
@@ -28,13 +30,17 @@ use resp::Frame;
 impl Keyspace {
     /// Runs a resolved command (see [`commands::resolve`]). Node-handled commands
     /// are refused here; the node runs them itself.
-    pub fn execute(&mut self, spec: &CommandSpec, context: &mut Context, arguments: &[Bytes]) -> Frame {
+    pub fn execute(
+        &mut self,
+        spec: &CommandSpec,
+        context: &mut Context,
+        arguments: &[Bytes],
+    ) -> Frame {
         match spec.handler {
             Handler::Keyspace(run) => run(self, context, arguments),
-            Handler::Node | Handler::Container => Frame::error_owned(format!(
-                "ERR command '{}' is not available here",
-                spec.name
-            )),
+            Handler::Node | Handler::Container => {
+                Frame::error_owned(format!("ERR command '{}' is not available here", spec.name))
+            }
         }
     }
 }

@@ -148,7 +148,9 @@ pub fn canonical_i64(data: &[u8]) -> Option<i64> {
         if !byte.is_ascii_digit() {
             return None;
         }
-        magnitude = magnitude.checked_mul(10)?.checked_add((byte - b'0') as u64)?;
+        magnitude = magnitude
+            .checked_mul(10)?
+            .checked_add((byte - b'0') as u64)?;
     }
     if negative {
         if magnitude > i64::MAX as u64 + 1 {
@@ -171,8 +173,23 @@ mod tests {
         assert_eq!(canonical_i64(b"-1"), Some(-1));
         assert_eq!(canonical_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(canonical_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [&b"-0"[..], b"01", b"+1", b" 1", b"1 ", b"", b"-", b"9223372036854775808", b"1.0"] {
-            assert_eq!(canonical_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        for bad in [
+            &b"-0"[..],
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"",
+            b"-",
+            b"9223372036854775808",
+            b"1.0",
+        ] {
+            assert_eq!(
+                canonical_i64(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

@@ -1,1 +1,131 @@
-fn main() {}
+//! `slotraft`: the node (standalone today; cluster, router and dev launcher come with
+//! their issues).
+
+mod alloc;
+mod clients;
+mod clock;
+mod config;
+mod connection;
+mod info;
+mod server;
+mod session;
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand};
+use config::Config;
+use std::io::Read;
+use std::sync::Arc;
+
+#[global_allocator]
+static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
+
+#[derive(Parser)]
+#[command(
+    name = "slotraft",
+    version,
+    about = "A Redis-compatible cluster that keeps acknowledged writes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node: `slotraft node --port 6379 [--bind ADDR] [--dir DATA] [--<redis-option> VALUE]...`
+    Node {
+        /// Redis-style options as `--name value` pairs (port, bind, dir, maxmemory, ...).
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "--NAME VALUE"
+        )]
+        options: Vec<String>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SLOTRAFT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match Cli::parse().command {
+        Command::Node { options } => run_node(parse_options(&options)?),
+    }
+}
+
+/// Reads `--name value` pairs into a configuration.
+fn parse_options(options: &[String]) -> anyhow::Result<Config> {
+    let mut config = Config::default();
+    let mut index = 0;
+    while index < options.len() {
+        let Some(name) = options[index].strip_prefix("--") else {
+            bail!("expected an option like --port, found '{}'", options[index]);
+        };
+        let Some(value) = options.get(index + 1) else {
+            bail!("option --{name} needs a value");
+        };
+        config
+            .set_startup(name, value)
+            .map_err(anyhow::Error::msg)?;
+        index += 2;
+    }
+    Ok(config)
+}
+
+/// A seed for the node's own random source (hash layout, sampling).
+fn random_seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| file.read_exact(&mut bytes))
+        .is_ok()
+    {
+        return u64::from_le_bytes(bytes);
+    }
+    clock::unix_micros() ^ u64::from(std::process::id()) << 32
+}
+
+fn run_node(config: Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(config.dir())
+        .with_context(|| format!("creating data directory {}", config.dir()))?;
+    let address = format!("{}:{}", config.bind(), config.port());
+    // `io-threads` (Redis's name) sets the number of worker threads serving clients.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.io_threads())
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&address)
+            .await
+            .with_context(|| format!("binding {address}"))?;
+        let bound = listener.local_addr()?;
+        let shared = server::Shared::new(config, random_seed());
+        tracing::info!(%bound, "slotraft node ready to accept connections");
+        tokio::spawn(watch_signals(shared.clone()));
+        server::run(shared, listener).await?;
+        tracing::info!("slotraft node stopped");
+        Ok(())
+    })
+}
+
+/// SIGTERM and SIGINT request a graceful shutdown, like SHUTDOWN.
+async fn watch_signals(shared: Arc<server::Shared>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = terminate.recv() => tracing::info!("received SIGTERM, shutting down"),
+        _ = interrupt.recv() => tracing::info!("received SIGINT, shutting down"),
+    }
+    shared.request_shutdown();
+}

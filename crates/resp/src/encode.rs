@@ -221,13 +221,31 @@ mod tests {
     fn resp2_and_resp3_shapes() {
         assert_eq!(both(&Frame::Null), ("$-1\r\n".into(), "_\r\n".into()));
         assert_eq!(both(&Frame::NullArray), ("*-1\r\n".into(), "_\r\n".into()));
-        assert_eq!(both(&Frame::Integer(-42)), (":-42\r\n".into(), ":-42\r\n".into()));
-        assert_eq!(both(&Frame::Boolean(true)), (":1\r\n".into(), "#t\r\n".into()));
+        assert_eq!(
+            both(&Frame::Integer(-42)),
+            (":-42\r\n".into(), ":-42\r\n".into())
+        );
+        assert_eq!(
+            both(&Frame::Boolean(true)),
+            (":1\r\n".into(), "#t\r\n".into())
+        );
         let map = Frame::Map(vec![(Frame::bulk("a"), Frame::Integer(1))]);
-        assert_eq!(both(&map), ("*2\r\n$1\r\na\r\n:1\r\n".into(), "%1\r\n$1\r\na\r\n:1\r\n".into()));
-        assert_eq!(both(&Frame::Double(1.5)), ("$3\r\n1.5\r\n".into(), ",1.5\r\n".into()));
+        assert_eq!(
+            both(&map),
+            (
+                "*2\r\n$1\r\na\r\n:1\r\n".into(),
+                "%1\r\n$1\r\na\r\n:1\r\n".into()
+            )
+        );
+        assert_eq!(
+            both(&Frame::Double(1.5)),
+            ("$3\r\n1.5\r\n".into(), ",1.5\r\n".into())
+        );
         let verbatim = Frame::Verbatim(Bytes::from_static(b"txt:hi"));
-        assert_eq!(both(&verbatim), ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into()));
+        assert_eq!(
+            both(&verbatim),
+            ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into())
+        );
         assert_eq!(
             both(&Frame::Integer(i64::MIN)).0,
             ":-9223372036854775808\r\n".to_string()

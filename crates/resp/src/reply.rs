@@ -100,7 +100,11 @@ fn parse_at(input: &[u8], position: &mut usize, depth: usize) -> Result<Option<F
             if count < 0 {
                 Frame::NullArray
             } else {
-                let elements = if matches!(marker, b'%' | b'|') { 2 * count } else { count };
+                let elements = if matches!(marker, b'%' | b'|') {
+                    2 * count
+                } else {
+                    count
+                };
                 let mut items = Vec::with_capacity((elements as usize).min(1024));
                 for _ in 0..elements {
                     match parse_at(input, position, depth + 1)? {

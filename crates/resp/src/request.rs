@@ -52,6 +52,9 @@ pub struct RequestParser {
     arguments: Vec<Bytes>,
     /// Arguments still expected; zero when between requests.
     remaining: usize,
+    /// Bytes held in `arguments`, so the caller can enforce a query buffer limit
+    /// over the whole request, not only the unparsed part.
+    pending_bytes: usize,
 }
 
 impl RequestParser {
@@ -60,6 +63,7 @@ impl RequestParser {
             limits,
             arguments: Vec::new(),
             remaining: 0,
+            pending_bytes: 0,
         }
     }
 
@@ -70,6 +74,11 @@ impl RequestParser {
     /// True when part of a request has been consumed and the rest is awaited.
     pub fn is_mid_request(&self) -> bool {
         self.remaining > 0
+    }
+
+    /// Bytes of the request being read that were already taken from the buffer.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
     }
 
     /// Takes the next complete request from `buffer`. `Ok(None)` means more bytes are
@@ -105,9 +114,11 @@ impl RequestParser {
                 let Some(argument) = self.bulk_argument(buffer)? else {
                     return Ok(None);
                 };
+                self.pending_bytes += argument.len();
                 self.arguments.push(argument);
                 self.remaining -= 1;
             }
+            self.pending_bytes = 0;
             return Ok(Some(std::mem::take(&mut self.arguments)));
         }
     }
@@ -309,16 +320,24 @@ mod tests {
     }
 
     fn strings(request: &[&str]) -> Vec<Vec<u8>> {
-        request.iter().map(|argument| argument.as_bytes().to_vec()).collect()
+        request
+            .iter()
+            .map(|argument| argument.as_bytes().to_vec())
+            .collect()
     }
 
     #[test]
     fn pipelined_multibulk_and_inline() {
         let requests =
-            parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n*0\r\n\r\nset a \"b c\"\r\n").unwrap();
+            parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n*0\r\n\r\nset a \"b c\"\r\n")
+                .unwrap();
         assert_eq!(
             requests,
-            vec![strings(&["GET", "k"]), strings(&["PING"]), strings(&["set", "a", "b c"])]
+            vec![
+                strings(&["GET", "k"]),
+                strings(&["PING"]),
+                strings(&["set", "a", "b c"])
+            ]
         );
     }
 
@@ -342,18 +361,45 @@ mod tests {
     #[test]
     fn protocol_errors_use_redis_texts() {
         let message = |input: &[u8]| parse_all(input).unwrap_err().to_string();
-        assert_eq!(message(b"*x\r\n"), "Protocol error: invalid multibulk length");
-        assert_eq!(message(b"*3000000000\r\n"), "Protocol error: invalid multibulk length");
-        assert_eq!(message(b"*1\r\n+foo\r\n"), "Protocol error: expected '$', got '+'");
-        assert_eq!(message(b"*1\r\n$-5\r\n"), "Protocol error: invalid bulk length");
-        assert_eq!(message(b"*1\r\n$600000000\r\n"), "Protocol error: invalid bulk length");
-        assert_eq!(message(b"set \"a\r\n"), "Protocol error: unbalanced quotes in request");
-        assert_eq!(message(b"set \"a\"b\r\n"), "Protocol error: unbalanced quotes in request");
+        assert_eq!(
+            message(b"*x\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            message(b"*3000000000\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            message(b"*1\r\n+foo\r\n"),
+            "Protocol error: expected '$', got '+'"
+        );
+        assert_eq!(
+            message(b"*1\r\n$-5\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            message(b"*1\r\n$600000000\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            message(b"set \"a\r\n"),
+            "Protocol error: unbalanced quotes in request"
+        );
+        assert_eq!(
+            message(b"set \"a\"b\r\n"),
+            "Protocol error: unbalanced quotes in request"
+        );
         let long_inline = vec![b'a'; INLINE_MAX_BYTES + 1];
-        assert_eq!(message(&long_inline), "Protocol error: too big inline request");
+        assert_eq!(
+            message(&long_inline),
+            "Protocol error: too big inline request"
+        );
         let mut long_count = b"*".to_vec();
         long_count.extend(vec![b'1'; INLINE_MAX_BYTES + 1]);
-        assert_eq!(message(&long_count), "Protocol error: too big mbulk count string");
+        assert_eq!(
+            message(&long_count),
+            "Protocol error: too big mbulk count string"
+        );
     }
 
     #[test]
@@ -372,7 +418,10 @@ mod tests {
     #[test]
     fn inline_quoting() {
         let split = |line: &str| split_inline_args(line.as_bytes());
-        assert_eq!(split("  a  'b c' \"\\x41\\n\""), Some(strings(&["a", "b c", "A\n"])));
+        assert_eq!(
+            split("  a  'b c' \"\\x41\\n\""),
+            Some(strings(&["a", "b c", "A\n"]))
+        );
         assert_eq!(split("'it\\'s'"), Some(strings(&["it's"])));
         assert_eq!(split("a\"b c\"d"), None);
         assert_eq!(split(""), Some(vec![]));

@@ -49,7 +49,10 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 }
 
 /// The subcommand `name` of `container` (any case).
-pub fn lookup_subcommand(container: &'static CommandSpec, name: &[u8]) -> Option<&'static CommandSpec> {
+pub fn lookup_subcommand(
+    container: &'static CommandSpec,
+    name: &[u8],
+) -> Option<&'static CommandSpec> {
     container.subcommands.iter().find(|sub| {
         sub.name
             .split_once('|')
@@ -121,7 +124,10 @@ mod tests {
     use super::*;
 
     fn arguments(words: &[&str]) -> Vec<Bytes> {
-        words.iter().map(|word| Bytes::copy_from_slice(word.as_bytes())).collect()
+        words
+            .iter()
+            .map(|word| Bytes::copy_from_slice(word.as_bytes()))
+            .collect()
     }
 
     fn error_text(words: &[&str]) -> String {
@@ -141,7 +147,11 @@ mod tests {
         for spec in all_commands() {
             assert_eq!(spec.name, spec.name.to_ascii_lowercase());
             for sub in spec.subcommands {
-                assert!(sub.name.starts_with(&format!("{}|", spec.name)), "{}", sub.name);
+                assert!(
+                    sub.name.starts_with(&format!("{}|", spec.name)),
+                    "{}",
+                    sub.name
+                );
             }
         }
     }
@@ -152,8 +162,14 @@ mod tests {
             error_text(&["foo", "a", "b"]),
             "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
         );
-        assert_eq!(error_text(&["foo"]), "ERR unknown command 'foo', with args beginning with: ");
-        assert_eq!(error_text(&["GET"]), "ERR wrong number of arguments for 'get' command");
+        assert_eq!(
+            error_text(&["foo"]),
+            "ERR unknown command 'foo', with args beginning with: "
+        );
+        assert_eq!(
+            error_text(&["GET"]),
+            "ERR wrong number of arguments for 'get' command"
+        );
         assert!(resolve(&arguments(&["gEt", "k"])).is_ok());
     }
 }

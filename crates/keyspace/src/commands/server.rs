@@ -25,7 +25,12 @@ const fn node(name: &'static str, arity: i32, flags: u64, summary: &'static str)
     }
 }
 
-const fn connection(name: &'static str, arity: i32, flags: u64, summary: &'static str) -> CommandSpec {
+const fn connection(
+    name: &'static str,
+    arity: i32,
+    flags: u64,
+    summary: &'static str,
+) -> CommandSpec {
     CommandSpec {
         group: "connection",
         categories: &["connection"],
@@ -34,27 +39,107 @@ const fn connection(name: &'static str, arity: i32, flags: u64, summary: &'stati
 }
 
 const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
-    connection("client|id", 2, NOSCRIPT | LOADING | STALE, "Returns the unique client ID of the connection."),
-    connection("client|setname", 3, NOSCRIPT | LOADING | STALE, "Sets the connection name."),
-    connection("client|getname", 2, NOSCRIPT | LOADING | STALE, "Returns the name of the connection."),
-    connection("client|list", -2, ADMIN | NOSCRIPT | LOADING | STALE, "Lists open connections."),
-    connection("client|info", 2, NOSCRIPT | LOADING | STALE, "Returns information about the connection."),
-    connection("client|kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Terminates open connections."),
-    connection("client|reply", 3, NOSCRIPT | LOADING | STALE, "Instructs the server whether to reply to commands."),
-    connection("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, "Sets the client eviction mode of the connection."),
-    connection("client|setinfo", 4, NOSCRIPT | LOADING | STALE, "Sets information specific to the client or connection."),
-    connection("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands."),
+    connection(
+        "client|id",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns the unique client ID of the connection.",
+    ),
+    connection(
+        "client|setname",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Sets the connection name.",
+    ),
+    connection(
+        "client|getname",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns the name of the connection.",
+    ),
+    connection(
+        "client|list",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Lists open connections.",
+    ),
+    connection(
+        "client|info",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns information about the connection.",
+    ),
+    connection(
+        "client|kill",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Terminates open connections.",
+    ),
+    connection(
+        "client|reply",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Instructs the server whether to reply to commands.",
+    ),
+    connection(
+        "client|no-evict",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Sets the client eviction mode of the connection.",
+    ),
+    connection(
+        "client|setinfo",
+        4,
+        NOSCRIPT | LOADING | STALE,
+        "Sets information specific to the client or connection.",
+    ),
+    connection(
+        "client|help",
+        2,
+        LOADING | STALE,
+        "Returns helpful text about the different subcommands.",
+    ),
 ];
 
 const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
-    node("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Returns the effective values of configuration parameters."),
-    node("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, "Sets configuration parameters in-flight."),
-    node("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, "Resets the server's statistics."),
-    node("config|rewrite", 2, ADMIN | NOSCRIPT | LOADING | STALE, "Persists the effective configuration to file."),
-    node("config|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands."),
+    node(
+        "config|get",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns the effective values of configuration parameters.",
+    ),
+    node(
+        "config|set",
+        -4,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Sets configuration parameters in-flight.",
+    ),
+    node(
+        "config|resetstat",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Resets the server's statistics.",
+    ),
+    node(
+        "config|rewrite",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Persists the effective configuration to file.",
+    ),
+    node(
+        "config|help",
+        2,
+        LOADING | STALE,
+        "Returns helpful text about the different subcommands.",
+    ),
 ];
 
-const fn command_sub(name: &'static str, arity: i32, handler: Handler, summary: &'static str) -> CommandSpec {
+const fn command_sub(
+    name: &'static str,
+    arity: i32,
+    handler: Handler,
+    summary: &'static str,
+) -> CommandSpec {
     CommandSpec {
         name,
         arity,
@@ -68,18 +153,48 @@ const fn command_sub(name: &'static str, arity: i32, handler: Handler, summary: 
 }
 
 const COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
-    command_sub("command|count", 2, Handler::Keyspace(command_count), "Returns a count of commands."),
-    command_sub("command|info", -2, Handler::Keyspace(command_info), "Returns information about one, multiple or all commands."),
-    command_sub("command|docs", -2, Handler::Keyspace(command_docs), "Returns documentary information about one, multiple or all commands."),
-    command_sub("command|getkeys", -3, Handler::Keyspace(command_getkeys), "Extracts the key names from an arbitrary command."),
+    command_sub(
+        "command|count",
+        2,
+        Handler::Keyspace(command_count),
+        "Returns a count of commands.",
+    ),
+    command_sub(
+        "command|info",
+        -2,
+        Handler::Keyspace(command_info),
+        "Returns information about one, multiple or all commands.",
+    ),
+    command_sub(
+        "command|docs",
+        -2,
+        Handler::Keyspace(command_docs),
+        "Returns documentary information about one, multiple or all commands.",
+    ),
+    command_sub(
+        "command|getkeys",
+        -3,
+        Handler::Keyspace(command_getkeys),
+        "Extracts the key names from an arbitrary command.",
+    ),
     command_sub(
         "command|getkeysandflags",
         -3,
         Handler::Keyspace(command_getkeys_and_flags),
         "Extracts the key names and access flags for an arbitrary command.",
     ),
-    command_sub("command|list", -2, Handler::Keyspace(command_list), "Returns a list of command names."),
-    command_sub("command|help", 2, Handler::Keyspace(command_help), "Returns helpful text about the different subcommands."),
+    command_sub(
+        "command|list",
+        -2,
+        Handler::Keyspace(command_list),
+        "Returns a list of command names.",
+    ),
+    command_sub(
+        "command|help",
+        2,
+        Handler::Keyspace(command_help),
+        "Returns helpful text about the different subcommands.",
+    ),
 ];
 
 pub const COMMANDS: &[CommandSpec] = &[
@@ -128,29 +243,84 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: Handler::Keyspace(command_all),
         ..CommandSpec::DEFAULT
     },
-    connection("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Handshakes with the Redis server."),
-    connection("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Authenticates the connection."),
-    connection("select", 2, LOADING | STALE | FAST, "Changes the selected database."),
-    connection("quit", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, "Closes the connection."),
-    connection("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY, "Resets the connection."),
+    connection(
+        "hello",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        "Handshakes with the Redis server.",
+    ),
+    connection(
+        "auth",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        "Authenticates the connection.",
+    ),
+    connection(
+        "select",
+        2,
+        LOADING | STALE | FAST,
+        "Changes the selected database.",
+    ),
+    connection(
+        "quit",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        "Closes the connection.",
+    ),
+    connection(
+        "reset",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
+        "Resets the connection.",
+    ),
     CommandSpec {
         name: "client",
         arity: -2,
         subcommands: CLIENT_SUBCOMMANDS,
         handler: Handler::Container,
-        ..connection("client", -2, 0, "A container for client connection commands.")
+        ..connection(
+            "client",
+            -2,
+            0,
+            "A container for client connection commands.",
+        )
     },
     CommandSpec {
         name: "config",
         arity: -2,
         subcommands: CONFIG_SUBCOMMANDS,
         handler: Handler::Container,
-        ..node("config", -2, 0, "A container for server configuration commands.")
+        ..node(
+            "config",
+            -2,
+            0,
+            "A container for server configuration commands.",
+        )
     },
-    node("time", 1, LOADING | STALE | FAST, "Returns the server time."),
-    node("info", -1, LOADING | STALE, "Returns information and statistics about the server."),
-    node("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED, "A container for debugging commands."),
-    node("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY, "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    node(
+        "time",
+        1,
+        LOADING | STALE | FAST,
+        "Returns the server time.",
+    ),
+    node(
+        "info",
+        -1,
+        LOADING | STALE,
+        "Returns information and statistics about the server.",
+    ),
+    node(
+        "debug",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE | PROTECTED,
+        "A container for debugging commands.",
+    ),
+    node(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL | ALLOW_BUSY,
+        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+    ),
 ];
 
 fn ping(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
@@ -200,7 +370,10 @@ fn key_spec_frame(spec: &KeySpec) -> Frame {
     let begin = match spec.begin {
         BeginSearch::Index(index) => Frame::Map(vec![
             (bulk("type"), bulk("index")),
-            (bulk("spec"), Frame::Map(vec![(bulk("index"), Frame::Integer(index as i64))])),
+            (
+                bulk("spec"),
+                Frame::Map(vec![(bulk("index"), Frame::Integer(index as i64))]),
+            ),
         ]),
         BeginSearch::Keyword {
             keyword,
@@ -299,7 +472,9 @@ fn command_docs_frame(spec: &CommandSpec) -> Frame {
 fn find_spec(name: &[u8]) -> Option<&'static CommandSpec> {
     match name.iter().position(|&byte| byte == b'|') {
         None => lookup(name),
-        Some(bar) => lookup(&name[..bar]).and_then(|parent| lookup_subcommand(parent, &name[bar + 1..])),
+        Some(bar) => {
+            lookup(&name[..bar]).and_then(|parent| lookup_subcommand(parent, &name[bar + 1..]))
+        }
     }
 }
 
@@ -327,7 +502,10 @@ fn command_docs(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame
     let specs: Vec<&CommandSpec> = if arguments.len() == 2 {
         all_commands().collect()
     } else {
-        arguments[2..].iter().filter_map(|name| find_spec(name)).collect()
+        arguments[2..]
+            .iter()
+            .filter_map(|name| find_spec(name))
+            .collect()
     };
     Frame::Map(
         specs
@@ -351,7 +529,9 @@ fn keys_of(arguments: &[Bytes]) -> Result<(&'static CommandSpec, Vec<usize>), Fr
     }
     let count = target.len() as i32;
     if (spec.arity > 0 && spec.arity != count) || (spec.arity < 0 && count < -spec.arity) {
-        return Err(Frame::error("ERR Invalid number of arguments specified for command"));
+        return Err(Frame::error(
+            "ERR Invalid number of arguments specified for command",
+        ));
     }
     let positions = spec
         .key_positions(target)
@@ -394,7 +574,10 @@ fn command_getkeys_and_flags(_: &mut Keyspace, _: &mut Context, arguments: &[Byt
                     .filter(|(bit, _)| key_spec.flags & bit != 0)
                     .map(|(_, name)| status(name))
                     .collect();
-                items.push(Frame::Array(vec![Frame::Bulk(target[position].clone()), Frame::Set(names)]));
+                items.push(Frame::Array(vec![
+                    Frame::Bulk(target[position].clone()),
+                    Frame::Set(names),
+                ]));
             }
         }
     }
@@ -403,7 +586,9 @@ fn command_getkeys_and_flags(_: &mut Keyspace, _: &mut Context, arguments: &[Byt
 
 fn command_list(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame {
     let names = || {
-        all_commands().flat_map(|spec| std::iter::once(spec.name).chain(spec.subcommands.iter().map(|sub| sub.name)))
+        all_commands().flat_map(|spec| {
+            std::iter::once(spec.name).chain(spec.subcommands.iter().map(|sub| sub.name))
+        })
     };
     match arguments.len() {
         2 => Frame::Array(names().map(bulk).collect()),
@@ -411,7 +596,10 @@ fn command_list(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame
             let value = &arguments[4];
             let filter = &arguments[3];
             let selected: Vec<Frame> = if args::is_keyword(filter, "PATTERN") {
-                names().filter(|name| glob_match(value, name.as_bytes(), true)).map(bulk).collect()
+                names()
+                    .filter(|name| glob_match(value, name.as_bytes(), true))
+                    .map(bulk)
+                    .collect()
             } else if args::is_keyword(filter, "ACLCAT") {
                 let category = String::from_utf8_lossy(value).to_ascii_lowercase();
                 all_commands()
@@ -458,7 +646,10 @@ mod tests {
     use super::*;
 
     fn run(words: &[&str]) -> Frame {
-        let arguments: Vec<Bytes> = words.iter().map(|word| Bytes::copy_from_slice(word.as_bytes())).collect();
+        let arguments: Vec<Bytes> = words
+            .iter()
+            .map(|word| Bytes::copy_from_slice(word.as_bytes()))
+            .collect();
         let spec = crate::commands::resolve(&arguments).unwrap();
         let mut keyspace = Keyspace::new(16, 1);
         let mut context = Context::new(0, 1);
@@ -475,7 +666,10 @@ mod tests {
             run(&["COMMAND", "GETKEYS", "PING"]),
             Frame::error("ERR The command has no key arguments")
         );
-        assert_eq!(run(&["COMMAND", "GETKEYS", "NOPE"]), Frame::error("ERR Invalid command specified"));
+        assert_eq!(
+            run(&["COMMAND", "GETKEYS", "NOPE"]),
+            Frame::error("ERR Invalid command specified")
+        );
         assert_eq!(
             run(&["COMMAND", "GETKEYS", "GET"]),
             Frame::error("ERR Invalid number of arguments specified for command")
@@ -488,11 +682,16 @@ mod tests {
             panic!("not an array");
         };
         assert_eq!(entries[1], Frame::NullArray);
-        let Frame::Array(get) = &entries[0] else { panic!() };
+        let Frame::Array(get) = &entries[0] else {
+            panic!()
+        };
         assert_eq!(get.len(), 10);
         assert_eq!(get[0], Frame::bulk("get"));
         assert_eq!(get[1], Frame::Integer(2));
-        assert_eq!(&get[3..6], &[Frame::Integer(1), Frame::Integer(1), Frame::Integer(1)]);
+        assert_eq!(
+            &get[3..6],
+            &[Frame::Integer(1), Frame::Integer(1), Frame::Integer(1)]
+        );
     }
 
     #[test]

@@ -1,0 +1,151 @@
+//! The registry of connected clients, for CLIENT LIST / INFO / KILL and INFO clients.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// What the registry knows about one connection; the connection task updates it.
+pub struct ClientInfo {
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub local: Option<SocketAddr>,
+    pub created_ms: u64,
+    pub last_interaction_ms: AtomicU64,
+    pub db: AtomicUsize,
+    pub protocol: AtomicUsize,
+    pub details: Mutex<ClientDetails>,
+    killed: AtomicBool,
+    kill_signal: Notify,
+}
+
+/// Mutable text fields.
+#[derive(Default, Clone)]
+pub struct ClientDetails {
+    pub name: String,
+    pub library_name: String,
+    pub library_version: String,
+    pub last_command: String,
+    pub query_buffer_bytes: usize,
+    pub no_evict: bool,
+}
+
+impl ClientInfo {
+    pub fn new(
+        id: u64,
+        peer: SocketAddr,
+        local: Option<SocketAddr>,
+        now_ms: u64,
+    ) -> Arc<ClientInfo> {
+        Arc::new(ClientInfo {
+            id,
+            peer,
+            local,
+            created_ms: now_ms,
+            last_interaction_ms: AtomicU64::new(now_ms),
+            db: AtomicUsize::new(0),
+            protocol: AtomicUsize::new(2),
+            details: Mutex::new(ClientDetails::default()),
+            killed: AtomicBool::new(false),
+            kill_signal: Notify::new(),
+        })
+    }
+
+    pub fn details(&self) -> std::sync::MutexGuard<'_, ClientDetails> {
+        self.details
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Asks the connection to close (CLIENT KILL, shutdown).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        self.kill_signal.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the client has been killed.
+    pub async fn killed(&self) {
+        loop {
+            if self.is_killed() {
+                return;
+            }
+            self.kill_signal.notified().await;
+        }
+    }
+
+    /// The CLIENT LIST / CLIENT INFO line (without the trailing newline).
+    pub fn describe(&self, now_ms: u64) -> String {
+        let details = self.details().clone();
+        let age = now_ms.saturating_sub(self.created_ms) / 1000;
+        let idle = now_ms.saturating_sub(self.last_interaction_ms.load(Ordering::Relaxed)) / 1000;
+        let local = self
+            .local
+            .map(|address| address.to_string())
+            .unwrap_or_default();
+        let flags = if details.no_evict { "e" } else { "N" };
+        format!(
+            "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 \
+             qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r \
+             cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.peer,
+            local,
+            details.name,
+            age,
+            idle,
+            flags,
+            self.db.load(Ordering::Relaxed),
+            details.query_buffer_bytes,
+            if details.last_command.is_empty() { "NULL" } else { &details.last_command },
+            self.protocol.load(Ordering::Relaxed),
+            details.library_name,
+            details.library_version,
+        )
+    }
+}
+
+#[derive(Default)]
+pub struct Clients {
+    next_id: AtomicU64,
+    by_id: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
+}
+
+impl Clients {
+    fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<ClientInfo>>> {
+        self.by_id
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn register(&self, client: Arc<ClientInfo>) {
+        self.map().insert(client.id, client);
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.map().remove(&id);
+    }
+
+    pub fn count(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Every client, in id order.
+    pub fn all(&self) -> Vec<Arc<ClientInfo>> {
+        self.map().values().cloned().collect()
+    }
+
+    pub fn kill_all(&self) {
+        for client in self.all() {
+            client.kill();
+        }
+    }
+}

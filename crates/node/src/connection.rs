@@ -1,0 +1,174 @@
+//! One client connection: read bytes, parse every complete request in them, run
+//! them in order, and write all their replies with one write. The keyspace lock is
+//! taken once for a run of keyspace commands in the same read, not per command.
+
+use crate::clients::ClientInfo;
+use crate::clock;
+use crate::server::{Shared, Store};
+use crate::session::{self, Session};
+use bytes::BytesMut;
+use keyspace::command::flags;
+use keyspace::{commands, Context, Handler, Rng};
+use resp::{encode, Frame, RequestLimits, RequestParser};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// What the connection does after a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Flush the replies so far, then close (QUIT, protocol errors).
+    Close,
+}
+
+/// Answers a connection we cannot accept with one error, then closes it.
+pub async fn reject(mut stream: TcpStream, message: &'static str) {
+    let mut out = BytesMut::new();
+    encode(&Frame::error(message), resp::Protocol::Resp2, &mut out);
+    let _ = stream.write_all(&out).await;
+}
+
+pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<ClientInfo>) {
+    let mut session = Session::new(client.clone());
+    let mut parser = RequestParser::new(limits(&shared));
+    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
+            input.reserve(READ_CHUNK_BYTES);
+        }
+        let read = tokio::select! {
+            read = stream.read_buf(&mut input) => read,
+            _ = client.killed() => break,
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(count) => {
+                shared
+                    .stats
+                    .net_input_bytes
+                    .fetch_add(count as u64, Ordering::Relaxed);
+            }
+        }
+        let flow = process_input(&shared, &mut session, &mut parser, &mut input, &mut output);
+        if !output.is_empty() {
+            shared
+                .stats
+                .net_output_bytes
+                .fetch_add(output.len() as u64, Ordering::Relaxed);
+            if stream.write_all(&output).await.is_err() {
+                break;
+            }
+            output.clear();
+        }
+        if flow == Flow::Close || client.is_killed() {
+            break;
+        }
+        let query_limit = shared.config().client_query_buffer_limit();
+        let buffered = input.len() + parser.pending_bytes();
+        client.details().query_buffer_bytes = buffered;
+        if buffered > query_limit {
+            tracing::warn!(
+                client = client.id,
+                "closing client that reached max query buffer length"
+            );
+            break;
+        }
+    }
+    let _ = stream.shutdown().await;
+    shared.clients.unregister(client.id);
+}
+
+fn limits(shared: &Shared) -> RequestLimits {
+    RequestLimits {
+        max_bulk_bytes: shared.config().proto_max_bulk_len(),
+        ..RequestLimits::default()
+    }
+}
+
+/// Runs every complete request in `input`, appending replies to `output`.
+pub fn process_input(
+    shared: &Shared,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+) -> Flow {
+    let mut store: Option<MutexGuard<'_, Store>> = None;
+    let now_ms = clock::unix_ms();
+    session
+        .client
+        .last_interaction_ms
+        .store(now_ms, Ordering::Relaxed);
+    loop {
+        let arguments = match parser.next_request(input) {
+            Ok(Some(arguments)) => arguments,
+            Ok(None) => return Flow::Continue,
+            Err(error) => {
+                encode(
+                    &Frame::error_owned(format!("ERR {error}")),
+                    session.protocol,
+                    output,
+                );
+                tracing::debug!(client = session.client.id, %error, "protocol error");
+                return Flow::Close;
+            }
+        };
+        shared
+            .stats
+            .total_commands_processed
+            .fetch_add(1, Ordering::Relaxed);
+        let spec = match commands::resolve(&arguments) {
+            Ok(spec) => spec,
+            Err(error) => {
+                session.reply(output, &error);
+                continue;
+            }
+        };
+        if !session.authenticated
+            && !spec.has(flags::NO_AUTH)
+            && shared.config().requirepass().is_some()
+        {
+            session.reply(output, &Frame::error("NOAUTH Authentication required."));
+            continue;
+        }
+        let reply = match spec.handler {
+            Handler::Keyspace(_) => {
+                let store = store.get_or_insert_with(|| shared.store());
+                let seed = store.rng.next_u64();
+                let mut context = Context {
+                    now_ms,
+                    rng: Rng::new(seed),
+                    db: session.db,
+                    protocol: session.protocol,
+                    cluster_mode: false,
+                };
+                store.keyspace.execute(spec, &mut context, &arguments)
+            }
+            Handler::Node | Handler::Container => {
+                // Node commands may take other locks or change limits: release the
+                // keyspace first.
+                store = None;
+                let (reply, flow) = session::execute(shared, session, spec, &arguments);
+                parser.set_limits(limits(shared));
+                if flow == Flow::Close {
+                    if let Some(reply) = reply {
+                        session.reply(output, &reply);
+                    }
+                    return Flow::Close;
+                }
+                match reply {
+                    Some(reply) => reply,
+                    None => continue,
+                }
+            }
+        };
+        session.note_command(spec.name);
+        session.reply(output, &reply);
+    }
+}

@@ -1,0 +1,312 @@
+//! INFO: Redis's sections and field names, so monitoring tools and clients that read
+//! them (`redis_version`, `cluster_enabled`, `loading`, `db0:keys=...`) keep working.
+
+use crate::alloc;
+use crate::clock;
+use crate::server::Shared;
+use crate::session::Session;
+use bytes::Bytes;
+use keyspace::args::is_keyword;
+use resp::Frame;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+/// The Redis version slotraft answers as (clients gate features on it).
+pub const REDIS_VERSION: &str = "7.2.4";
+
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+pub fn info(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
+    let _ = session;
+    let mut sections: Vec<String> = Vec::new();
+    if arguments.len() == 1 {
+        sections.extend(DEFAULT_SECTIONS.iter().map(|name| name.to_string()));
+    }
+    for argument in &arguments[1..] {
+        if is_keyword(argument, "default")
+            || is_keyword(argument, "all")
+            || is_keyword(argument, "everything")
+        {
+            sections.extend(DEFAULT_SECTIONS.iter().map(|name| name.to_string()));
+        } else {
+            sections.push(String::from_utf8_lossy(argument).to_ascii_lowercase());
+        }
+    }
+    let mut seen = Vec::new();
+    let mut parts = Vec::new();
+    for section in sections {
+        if seen.contains(&section) {
+            continue;
+        }
+        if let Some(text) = render(shared, &section) {
+            parts.push(text);
+        }
+        seen.push(section);
+    }
+    Frame::Verbatim(Bytes::from(format!("txt:{}", parts.join("\r\n"))))
+}
+
+fn human(bytes: usize) -> String {
+    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    for (suffix, size) in units {
+        if bytes as u64 >= size {
+            return format!("{:.2}{}", bytes as f64 / size as f64, suffix);
+        }
+    }
+    format!("{bytes}B")
+}
+
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are 14th, 15th.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|field| field.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) / 100.0, ticks(12) / 100.0)
+}
+
+fn render(shared: &Shared, section: &str) -> Option<String> {
+    let mut out = String::new();
+    let line = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
+        let _ = write!(out, "{name}:{value}\r\n");
+    };
+    let now_micros = clock::unix_micros();
+    let now_ms = now_micros / 1000;
+    let config = shared.config().clone();
+    match section {
+        "server" => {
+            out.push_str("# Server\r\n");
+            line(&mut out, "redis_version", &REDIS_VERSION);
+            line(&mut out, "slotraft_version", &env!("CARGO_PKG_VERSION"));
+            line(&mut out, "redis_git_sha1", &"00000000");
+            line(&mut out, "redis_git_dirty", &0);
+            line(&mut out, "redis_build_id", &"0");
+            line(
+                &mut out,
+                "redis_mode",
+                &if config.cluster_enabled() {
+                    "cluster"
+                } else {
+                    "standalone"
+                },
+            );
+            line(
+                &mut out,
+                "os",
+                &format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            );
+            line(&mut out, "arch_bits", &64);
+            line(&mut out, "monotonic_clock", &"POSIX clock_gettime");
+            line(&mut out, "multiplexing_api", &"epoll");
+            line(&mut out, "process_id", &std::process::id());
+            line(&mut out, "process_supervised", &"no");
+            line(&mut out, "run_id", &shared.run_id);
+            line(
+                &mut out,
+                "tcp_port",
+                &shared.bound_port.load(Ordering::Relaxed),
+            );
+            line(&mut out, "server_time_usec", &now_micros);
+            let uptime = now_ms.saturating_sub(shared.start_ms) / 1000;
+            line(&mut out, "uptime_in_seconds", &uptime);
+            line(&mut out, "uptime_in_days", &(uptime / 86400));
+            line(&mut out, "hz", &config.hz());
+            line(&mut out, "configured_hz", &config.hz());
+            line(&mut out, "lru_clock", &((now_ms / 1000) & 0xFF_FFFF));
+            let executable = std::env::current_exe()
+                .map(|path| path.display().to_string())
+                .unwrap_or_default();
+            line(&mut out, "executable", &executable);
+            line(&mut out, "config_file", &"");
+        }
+        "clients" => {
+            out.push_str("# Clients\r\n");
+            line(&mut out, "connected_clients", &shared.clients.count());
+            line(&mut out, "cluster_connections", &0);
+            line(&mut out, "maxclients", &config.maxclients());
+            line(&mut out, "client_recent_max_input_buffer", &0);
+            line(&mut out, "client_recent_max_output_buffer", &0);
+            line(&mut out, "blocked_clients", &0);
+            line(&mut out, "tracking_clients", &0);
+            line(&mut out, "pubsub_clients", &0);
+            line(&mut out, "watching_clients", &0);
+            line(&mut out, "clients_in_timeout_table", &0);
+            line(&mut out, "total_watched_keys", &0);
+            line(&mut out, "total_blocking_keys", &0);
+            line(&mut out, "total_blocking_keys_on_nokey", &0);
+        }
+        "memory" => {
+            let used = alloc::allocated_bytes();
+            let peak = alloc::peak_bytes();
+            let resident = alloc::resident_bytes();
+            let maxmemory: usize = config
+                .get("maxmemory")
+                .and_then(|value| value.parse().ok())
+                .unwrap_or(0);
+            out.push_str("# Memory\r\n");
+            line(&mut out, "used_memory", &used);
+            line(&mut out, "used_memory_human", &human(used));
+            line(&mut out, "used_memory_rss", &resident);
+            line(&mut out, "used_memory_rss_human", &human(resident));
+            line(&mut out, "used_memory_peak", &peak);
+            line(&mut out, "used_memory_peak_human", &human(peak));
+            let percent = if peak > 0 {
+                used as f64 * 100.0 / peak as f64
+            } else {
+                100.0
+            };
+            line(&mut out, "used_memory_peak_perc", &format!("{percent:.2}%"));
+            line(&mut out, "used_memory_dataset", &used);
+            line(&mut out, "maxmemory", &maxmemory);
+            line(&mut out, "maxmemory_human", &human(maxmemory));
+            line(
+                &mut out,
+                "maxmemory_policy",
+                &config.get("maxmemory-policy").unwrap_or("noeviction"),
+            );
+            let ratio = if used > 0 {
+                resident as f64 / used as f64
+            } else {
+                1.0
+            };
+            line(&mut out, "mem_fragmentation_ratio", &format!("{ratio:.2}"));
+            line(&mut out, "mem_allocator", &"libc");
+        }
+        "persistence" => {
+            let dirty = shared.store().keyspace.stats.dirty;
+            out.push_str("# Persistence\r\n");
+            line(&mut out, "loading", &0);
+            line(&mut out, "async_loading", &0);
+            line(&mut out, "current_cow_peak", &0);
+            line(&mut out, "rdb_changes_since_last_save", &dirty);
+            line(&mut out, "rdb_bgsave_in_progress", &0);
+            line(&mut out, "rdb_last_save_time", &(shared.start_ms / 1000));
+            line(&mut out, "rdb_last_bgsave_status", &"ok");
+            line(&mut out, "aof_enabled", &0);
+            line(&mut out, "aof_rewrite_in_progress", &0);
+            line(&mut out, "aof_last_write_status", &"ok");
+        }
+        "stats" => {
+            let stats = &shared.stats;
+            let (hits, misses, expired) = {
+                let store = shared.store();
+                (
+                    store.keyspace.stats.keyspace_hits,
+                    store.keyspace.stats.keyspace_misses,
+                    store.keyspace.expired_keys(),
+                )
+            };
+            out.push_str("# Stats\r\n");
+            line(
+                &mut out,
+                "total_connections_received",
+                &stats.total_connections_received.load(Ordering::Relaxed),
+            );
+            line(
+                &mut out,
+                "total_commands_processed",
+                &stats.total_commands_processed.load(Ordering::Relaxed),
+            );
+            line(&mut out, "instantaneous_ops_per_sec", &0);
+            line(
+                &mut out,
+                "total_net_input_bytes",
+                &stats.net_input_bytes.load(Ordering::Relaxed),
+            );
+            line(
+                &mut out,
+                "total_net_output_bytes",
+                &stats.net_output_bytes.load(Ordering::Relaxed),
+            );
+            line(
+                &mut out,
+                "rejected_connections",
+                &stats.rejected_connections.load(Ordering::Relaxed),
+            );
+            line(&mut out, "expired_keys", &expired);
+            line(&mut out, "evicted_keys", &0);
+            line(&mut out, "keyspace_hits", &hits);
+            line(&mut out, "keyspace_misses", &misses);
+            line(&mut out, "pubsub_channels", &0);
+            line(&mut out, "pubsub_patterns", &0);
+            line(&mut out, "pubsubshard_channels", &0);
+        }
+        "replication" => {
+            out.push_str("# Replication\r\n");
+            line(&mut out, "role", &"master");
+            line(&mut out, "connected_slaves", &0);
+            line(&mut out, "master_replid", &shared.run_id);
+            line(&mut out, "master_repl_offset", &0);
+        }
+        "cpu" => {
+            let (user, system) = cpu_seconds();
+            out.push_str("# CPU\r\n");
+            line(&mut out, "used_cpu_sys", &format!("{system:.6}"));
+            line(&mut out, "used_cpu_user", &format!("{user:.6}"));
+        }
+        "modules" => out.push_str("# Modules\r\n"),
+        "errorstats" => out.push_str("# Errorstats\r\n"),
+        "cluster" => {
+            out.push_str("# Cluster\r\n");
+            line(
+                &mut out,
+                "cluster_enabled",
+                &u8::from(config.cluster_enabled()),
+            );
+        }
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            let store = shared.store();
+            for (index, db) in store.keyspace.dbs().iter().enumerate() {
+                if db.is_empty() {
+                    continue;
+                }
+                let (total_ttl, counted) = db.ttl_sample(now_ms, 100);
+                let average = total_ttl.checked_div(counted).unwrap_or(0);
+                let _ = write!(
+                    out,
+                    "db{index}:keys={},expires={},avg_ttl={average}\r\n",
+                    db.len(),
+                    db.expires_len()
+                );
+            }
+        }
+        _ => return None,
+    }
+    Some(out)
+}
+
+/// CONFIG RESETSTAT.
+pub fn reset_stats(shared: &Shared) {
+    let stats = &shared.stats;
+    for counter in [
+        &stats.total_connections_received,
+        &stats.total_commands_processed,
+        &stats.rejected_connections,
+        &stats.net_input_bytes,
+        &stats.net_output_bytes,
+        &stats.expired_keys_active,
+    ] {
+        counter.store(0, Ordering::Relaxed);
+    }
+    let mut store = shared.store();
+    store.keyspace.stats.keyspace_hits = 0;
+    store.keyspace.stats.keyspace_misses = 0;
+}

@@ -1,0 +1,171 @@
+//! The server: shared state, the accept loop and the periodic tasks. Sockets are
+//! injected (`run` takes a bound listener) so tests and the simulation can supply
+//! their own.
+
+use crate::clients::{ClientInfo, Clients};
+use crate::clock;
+use crate::config::Config;
+use crate::connection;
+use keyspace::{Keyspace, Rng};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The keyspace and the node's own random source, locked together: a command takes
+/// its seed from `rng` while it holds the keyspace.
+pub struct Store {
+    pub keyspace: Keyspace,
+    pub rng: Rng,
+}
+
+/// Server-wide counters for INFO stats.
+#[derive(Default)]
+pub struct ServerStats {
+    pub total_connections_received: AtomicU64,
+    pub total_commands_processed: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub expired_keys_active: AtomicU64,
+}
+
+pub struct Shared {
+    pub store: Mutex<Store>,
+    pub config: RwLock<Config>,
+    pub clients: Clients,
+    pub stats: ServerStats,
+    pub start_ms: u64,
+    pub run_id: String,
+    /// DEBUG SET-ACTIVE-EXPIRE.
+    pub active_expire_enabled: AtomicBool,
+    /// The port actually bound (the configured one may be 0).
+    pub bound_port: AtomicU64,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub fn new(config: Config, seed: u64) -> Arc<Shared> {
+        let mut rng = Rng::new(seed);
+        let mut keyspace = Keyspace::new(config.databases(), rng.next_u64());
+        apply_keyspace_config(&config, &mut keyspace);
+        let run_id = (0..40)
+            .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
+            .collect();
+        let (shutdown, _) = watch::channel(false);
+        Arc::new(Shared {
+            store: Mutex::new(Store { keyspace, rng }),
+            config: RwLock::new(config),
+            clients: Clients::default(),
+            stats: ServerStats::default(),
+            start_ms: clock::unix_ms(),
+            run_id,
+            active_expire_enabled: AtomicBool::new(true),
+            bound_port: AtomicU64::new(0),
+            shutdown,
+        })
+    }
+
+    /// Locks the keyspace; a panic in another holder does not wedge the server.
+    pub fn store(&self) -> MutexGuard<'_, Store> {
+        self.store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn config(&self) -> std::sync::RwLockReadGuard<'_, Config> {
+        self.config
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn config_mut(&self) -> std::sync::RwLockWriteGuard<'_, Config> {
+        self.config
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Asks the server to stop (SHUTDOWN, signals).
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn shutdown_requested(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// Pushes the keyspace-relevant parameters into the keyspace (after start-up and
+/// every CONFIG SET).
+pub fn apply_keyspace_config(config: &Config, keyspace: &mut Keyspace) {
+    keyspace.config.max_string_bytes = config.proto_max_bulk_len();
+    keyspace.config.lfu = config.lfu_policy();
+    keyspace.config.lfu_log_factor = config.lfu_log_factor();
+    keyspace.config.lfu_decay_time_minutes = config.lfu_decay_time();
+}
+
+/// Serves clients from `listener` until shutdown is requested; then closes every
+/// connection and returns.
+pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<()> {
+    if let Ok(address) = listener.local_addr() {
+        shared
+            .bound_port
+            .store(address.port() as u64, Ordering::Relaxed);
+    }
+    let mut shutdown = shared.shutdown_requested();
+    let expiry = tokio::spawn(active_expiry_loop(shared.clone()));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                shared.stats.total_connections_received.fetch_add(1, Ordering::Relaxed);
+                let _ = stream.set_nodelay(true);
+                let local = stream.local_addr().ok();
+                if shared.clients.count() >= shared.config().maxclients() {
+                    shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                    tokio::spawn(connection::reject(stream, "ERR max number of clients reached"));
+                    continue;
+                }
+                let client = ClientInfo::new(shared.clients.next_id(), peer, local, clock::unix_ms());
+                shared.clients.register(client.clone());
+                tokio::spawn(connection::serve(shared.clone(), stream, client));
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    expiry.abort();
+    shared.clients.kill_all();
+    // Give connections a moment to flush and close.
+    for _ in 0..100 {
+        if shared.clients.count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+/// Runs active expiry `hz` times a second with the current time.
+async fn active_expiry_loop(shared: Arc<Shared>) {
+    loop {
+        let hz = shared.config().hz();
+        tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+        if !shared.active_expire_enabled.load(Ordering::Relaxed) {
+            continue;
+        }
+        let now_ms = clock::unix_ms();
+        let deleted = shared.store().keyspace.active_expire_cycle(now_ms);
+        shared
+            .stats
+            .expired_keys_active
+            .fetch_add(deleted as u64, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,633 @@
+//! Per-connection state and the commands that need it or the process: HELLO, AUTH,
+//! SELECT, CLIENT, QUIT, RESET, TIME, INFO, CONFIG, DEBUG, SHUTDOWN.
+
+use crate::clients::ClientInfo;
+use crate::clock;
+use crate::connection::Flow;
+use crate::info;
+use crate::server::{apply_keyspace_config, Shared};
+use bytes::{Bytes, BytesMut};
+use keyspace::args::{is_keyword, parse_i64};
+use keyspace::{errors, CommandSpec, Context};
+use resp::{encode, Frame, Protocol};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// CLIENT REPLY mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Suppress the reply of the next command only.
+    Skip,
+}
+
+pub struct Session {
+    pub client: Arc<ClientInfo>,
+    pub db: usize,
+    pub protocol: Protocol,
+    pub authenticated: bool,
+    pub reply_mode: ReplyMode,
+    /// Set by CLIENT REPLY SKIP for the command after it.
+    skip_next: bool,
+    last_command: &'static str,
+}
+
+impl Session {
+    pub fn new(client: Arc<ClientInfo>) -> Session {
+        Session {
+            client,
+            db: 0,
+            protocol: Protocol::Resp2,
+            authenticated: false,
+            reply_mode: ReplyMode::On,
+            skip_next: false,
+            last_command: "",
+        }
+    }
+
+    /// Appends a reply unless CLIENT REPLY says otherwise.
+    pub fn reply(&mut self, output: &mut BytesMut, frame: &Frame) {
+        if self.skip_next {
+            self.skip_next = false;
+            return;
+        }
+        match self.reply_mode {
+            ReplyMode::On => encode(frame, self.protocol, output),
+            ReplyMode::Off => {}
+            ReplyMode::Skip => {
+                self.reply_mode = ReplyMode::On;
+                self.skip_next = true;
+            }
+        }
+    }
+
+    /// Records the last command name for CLIENT LIST.
+    pub fn note_command(&mut self, name: &'static str) {
+        if self.last_command != name {
+            self.last_command = name;
+            self.client.details().last_command = name.to_string();
+        }
+    }
+
+    fn select(&mut self, db: usize) {
+        self.db = db;
+        self.client.db.store(db, Ordering::Relaxed);
+    }
+
+    fn set_protocol(&mut self, protocol: Protocol) {
+        self.protocol = protocol;
+        let version = if protocol == Protocol::Resp3 { 3 } else { 2 };
+        self.client.protocol.store(version, Ordering::Relaxed);
+    }
+}
+
+fn text(argument: &[u8]) -> String {
+    String::from_utf8_lossy(argument).into_owned()
+}
+
+fn bulk_text(value: impl Into<String>) -> Frame {
+    Frame::Bulk(Bytes::from(value.into()))
+}
+
+/// Runs a node-handled command. `None` means no reply at all (CLIENT REPLY OFF).
+pub fn execute(
+    shared: &Shared,
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+) -> (Option<Frame>, Flow) {
+    session.note_command(spec.name);
+    let reply = match spec.name {
+        "hello" => hello(shared, session, arguments),
+        "auth" => auth(shared, session, arguments),
+        "select" => select(shared, session, arguments),
+        "quit" => return (Some(Frame::OK), Flow::Close),
+        "reset" => {
+            session.select(0);
+            session.set_protocol(Protocol::Resp2);
+            session.reply_mode = ReplyMode::On;
+            session.authenticated = false;
+            session.client.details().name.clear();
+            Frame::simple("RESET")
+        }
+        "time" => {
+            let micros = clock::unix_micros();
+            Frame::Array(vec![
+                bulk_text((micros / 1_000_000).to_string()),
+                bulk_text((micros % 1_000_000).to_string()),
+            ])
+        }
+        "info" => info::info(shared, session, arguments),
+        "shutdown" => return shutdown(shared, arguments),
+        "debug" => debug(shared, session, arguments),
+        "config|get" => config_get(shared, session, arguments),
+        "config|set" => config_set(shared, arguments),
+        "config|resetstat" => {
+            info::reset_stats(shared);
+            Frame::OK
+        }
+        "config|rewrite" => Frame::error("ERR The server is running without a config file"),
+        "config|help" => help(&[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+            "HELP",
+            "    Print this help.",
+        ]),
+        name if name.starts_with("client|") => return client(shared, session, spec, arguments),
+        other => Frame::error_owned(format!("ERR unknown command '{other}'")),
+    };
+    (Some(reply), Flow::Continue)
+}
+
+fn help(lines: &[&str]) -> Frame {
+    Frame::Array(
+        lines
+            .iter()
+            .map(|line| Frame::Simple(Bytes::copy_from_slice(line.as_bytes())))
+            .collect(),
+    )
+}
+
+fn check_password(shared: &Shared, username: Option<&[u8]>, password: &[u8]) -> Result<(), Frame> {
+    let config = shared.config();
+    match config.requirepass() {
+        None => {
+            if username.is_none() {
+                Err(Frame::error(
+                    "ERR AUTH <password> called without any password configured for the default user. \
+                     Are you sure your configuration is correct?",
+                ))
+            } else if username == Some(b"default") {
+                Ok(())
+            } else {
+                Err(Frame::error(
+                    "WRONGPASS invalid username-password pair or user is disabled.",
+                ))
+            }
+        }
+        Some(expected) => {
+            let user_ok = username.is_none_or(|user| user == b"default");
+            if user_ok && password == expected.as_bytes() {
+                Ok(())
+            } else {
+                Err(Frame::error(
+                    "WRONGPASS invalid username-password pair or user is disabled.",
+                ))
+            }
+        }
+    }
+}
+
+fn auth(shared: &Shared, session: &mut Session, arguments: &[Bytes]) -> Frame {
+    let result = match arguments.len() {
+        2 => check_password(shared, None, &arguments[1]),
+        3 => check_password(shared, Some(&arguments[1]), &arguments[2]),
+        _ => return Frame::error(errors::SYNTAX),
+    };
+    match result {
+        Ok(()) => {
+            session.authenticated = true;
+            Frame::OK
+        }
+        Err(error) => error,
+    }
+}
+
+fn hello(shared: &Shared, session: &mut Session, arguments: &[Bytes]) -> Frame {
+    let mut protocol = session.protocol;
+    let mut index = 1;
+    if let Some(version) = arguments.get(1) {
+        match parse_i64(version) {
+            Ok(2) => protocol = Protocol::Resp2,
+            Ok(3) => protocol = Protocol::Resp3,
+            Ok(_) => return Frame::error("NOPROTO unsupported protocol version"),
+            Err(_) => {
+                return Frame::error("ERR Protocol version is not an integer or out of range")
+            }
+        }
+        index = 2;
+    }
+    let mut name = None;
+    while index < arguments.len() {
+        let remaining = arguments.len() - index - 1;
+        if is_keyword(&arguments[index], "AUTH") && remaining >= 2 {
+            if let Err(error) =
+                check_password(shared, Some(&arguments[index + 1]), &arguments[index + 2])
+            {
+                return error;
+            }
+            session.authenticated = true;
+            index += 3;
+        } else if is_keyword(&arguments[index], "SETNAME") && remaining >= 1 {
+            if let Err(error) = valid_client_name(&arguments[index + 1]) {
+                return error;
+            }
+            name = Some(text(&arguments[index + 1]));
+            index += 2;
+        } else {
+            return Frame::error_owned(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                text(&arguments[index])
+            ));
+        }
+    }
+    if !session.authenticated && shared.config().requirepass().is_some() {
+        return Frame::error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> \
+             AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol \
+             version at the same time",
+        );
+    }
+    if let Some(name) = name {
+        session.client.details().name = name;
+    }
+    session.set_protocol(protocol);
+    let cluster = shared.config().cluster_enabled();
+    Frame::Map(vec![
+        (bulk_text("server"), bulk_text("redis")),
+        (bulk_text("version"), bulk_text(info::REDIS_VERSION)),
+        (
+            bulk_text("proto"),
+            Frame::Integer(if protocol == Protocol::Resp3 { 3 } else { 2 }),
+        ),
+        (bulk_text("id"), Frame::Integer(session.client.id as i64)),
+        (
+            bulk_text("mode"),
+            bulk_text(if cluster { "cluster" } else { "standalone" }),
+        ),
+        (bulk_text("role"), bulk_text("master")),
+        (bulk_text("modules"), Frame::Array(vec![])),
+    ])
+}
+
+fn select(shared: &Shared, session: &mut Session, arguments: &[Bytes]) -> Frame {
+    let index = match parse_i64(&arguments[1]) {
+        Ok(index) => index,
+        Err(error) => return error,
+    };
+    if shared.config().cluster_enabled() && index != 0 {
+        return Frame::error("ERR SELECT is not allowed in cluster mode");
+    }
+    let databases = shared.config().databases() as i64;
+    if index < 0 || index >= databases {
+        return Frame::error(errors::DB_INDEX_OUT_OF_RANGE);
+    }
+    session.select(index as usize);
+    Frame::OK
+}
+
+fn shutdown(shared: &Shared, arguments: &[Bytes]) -> (Option<Frame>, Flow) {
+    for argument in &arguments[1..] {
+        let known = ["NOSAVE", "SAVE", "NOW", "FORCE", "ABORT"];
+        if !known.iter().any(|keyword| is_keyword(argument, keyword)) {
+            return (Some(Frame::error(errors::SYNTAX)), Flow::Continue);
+        }
+        if is_keyword(argument, "ABORT") {
+            return (
+                Some(Frame::error("ERR No shutdown in progress.")),
+                Flow::Continue,
+            );
+        }
+    }
+    tracing::info!("shutdown requested by a client");
+    shared.request_shutdown();
+    // Like Redis, a successful SHUTDOWN closes the connection without a reply.
+    (None, Flow::Close)
+}
+
+fn config_get(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
+    let patterns: Vec<&[u8]> = arguments[2..].iter().map(|pattern| &pattern[..]).collect();
+    let found = shared.config().matching(&patterns);
+    let _ = session;
+    Frame::Map(
+        found
+            .into_iter()
+            .map(|(name, value)| (bulk_text(name), bulk_text(value)))
+            .collect(),
+    )
+}
+
+fn config_set(shared: &Shared, arguments: &[Bytes]) -> Frame {
+    if !arguments.len().is_multiple_of(2) {
+        return Frame::error_owned(errors::wrong_arity("config|set"));
+    }
+    let pairs: Vec<(&[u8], &[u8])> = arguments[2..]
+        .chunks(2)
+        .map(|pair| (&pair[0][..], &pair[1][..]))
+        .collect();
+    let mut config = shared.config_mut();
+    if let Err(error) = config.set_many(&pairs) {
+        return Frame::error_owned(error);
+    }
+    let config = config.clone();
+    apply_keyspace_config(&config, &mut shared.store().keyspace);
+    Frame::OK
+}
+
+fn debug(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
+    let sub = text(&arguments[1]).to_ascii_lowercase();
+    match (sub.as_str(), arguments.len()) {
+        ("sleep", 3) => {
+            let seconds = match keyspace::args::parse_f64(&arguments[2]) {
+                Ok(seconds) if seconds >= 0.0 => seconds,
+                _ => return Frame::error(errors::NOT_FLOAT),
+            };
+            // Redis's DEBUG SLEEP stalls the whole server: hold the keyspace.
+            let _store = shared.store();
+            let duration = Duration::from_secs_f64(seconds.min(3600.0));
+            tokio::task::block_in_place(|| std::thread::sleep(duration));
+            Frame::OK
+        }
+        ("set-active-expire", 3) => {
+            let enabled = match parse_i64(&arguments[2]) {
+                Ok(value) => value != 0,
+                Err(error) => return error,
+            };
+            shared
+                .active_expire_enabled
+                .store(enabled, Ordering::Relaxed);
+            Frame::OK
+        }
+        ("object", 3) => {
+            let mut store = shared.store();
+            let mut context = Context::new(clock::unix_ms(), 0);
+            context.db = session.db;
+            let keyspace = &mut store.keyspace;
+            let Some(entry) = keyspace
+                .db(session.db)
+                .peek(&arguments[2], context.now_ms)
+                .cloned()
+            else {
+                return Frame::error(errors::NO_SUCH_KEY);
+            };
+            Frame::Simple(Bytes::from(keyspace::digest::debug_object(
+                keyspace, &entry, &context,
+            )))
+        }
+        ("digest", 2) => {
+            let store = shared.store();
+            bulk_text(keyspace::digest::digest(&store.keyspace, clock::unix_ms()))
+        }
+        ("jmap", _) | ("quicklist-packed-threshold", _) | ("stringmatch-len", _) => Frame::OK,
+        ("help", _) => help(&[
+            "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DIGEST",
+            "    Output a hex signature representing the current DB content.",
+            "OBJECT <key>",
+            "    Show low level info about the key and associated value.",
+            "SET-ACTIVE-EXPIRE <0|1>",
+            "    Setting it to 0 disables expiring keys in background when they are not accessed.",
+            "SLEEP <seconds>",
+            "    Stop the server for <seconds>. Decimals allowed.",
+            "HELP",
+            "    Print this help.",
+        ]),
+        _ => Frame::error_owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            text(&arguments[1])
+        )),
+    }
+}
+
+fn valid_client_name(name: &[u8]) -> Result<(), Frame> {
+    if name.iter().any(|&byte| !(b'!'..=b'~').contains(&byte)) {
+        return Err(Frame::error(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+fn client(
+    shared: &Shared,
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+) -> (Option<Frame>, Flow) {
+    let reply = match spec.name {
+        "client|id" => Frame::Integer(session.client.id as i64),
+        "client|getname" => {
+            let name = session.client.details().name.clone();
+            if name.is_empty() {
+                Frame::Null
+            } else {
+                bulk_text(name)
+            }
+        }
+        "client|setname" => match valid_client_name(&arguments[2]) {
+            Ok(()) => {
+                session.client.details().name = text(&arguments[2]);
+                Frame::OK
+            }
+            Err(error) => error,
+        },
+        "client|info" => verbatim(session.client.describe(clock::unix_ms()) + "\n"),
+        "client|list" => client_list(shared, arguments),
+        "client|kill" => client_kill(shared, session, arguments),
+        "client|reply" => {
+            let mode = text(&arguments[2]).to_ascii_lowercase();
+            match mode.as_str() {
+                "on" => {
+                    session.reply_mode = ReplyMode::On;
+                    Frame::OK
+                }
+                "off" => {
+                    session.reply_mode = ReplyMode::Off;
+                    return (None, Flow::Continue);
+                }
+                "skip" => {
+                    session.reply_mode = ReplyMode::Skip;
+                    return (Some(Frame::OK), Flow::Continue);
+                }
+                _ => Frame::error(errors::SYNTAX),
+            }
+        }
+        "client|no-evict" => {
+            let mode = text(&arguments[2]).to_ascii_lowercase();
+            match mode.as_str() {
+                "on" | "off" => {
+                    session.client.details().no_evict = mode == "on";
+                    Frame::OK
+                }
+                _ => Frame::error(errors::SYNTAX),
+            }
+        }
+        "client|setinfo" => {
+            let attribute = text(&arguments[2]).to_ascii_lowercase();
+            let value = &arguments[3];
+            if value.iter().any(|&byte| !(b'!'..=b'~').contains(&byte)) {
+                Frame::error_owned(format!(
+                    "ERR {attribute} cannot contain spaces, newlines or special characters."
+                ))
+            } else {
+                match attribute.as_str() {
+                    "lib-name" => {
+                        session.client.details().library_name = text(value);
+                        Frame::OK
+                    }
+                    "lib-ver" => {
+                        session.client.details().library_version = text(value);
+                        Frame::OK
+                    }
+                    _ => Frame::error_owned(format!(
+                        "ERR Unrecognized option '{}'",
+                        text(&arguments[2])
+                    )),
+                }
+            }
+        }
+        "client|help" => help(&[
+            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID id ...]",
+            "    Return information about client connections.",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
+            "NO-EVICT (ON|OFF)",
+            "    Protect current client connection from eviction.",
+            "SETINFO <option> <value>",
+            "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+            "HELP",
+            "    Print this help.",
+        ]),
+        _ => Frame::error(errors::SYNTAX),
+    };
+    (Some(reply), Flow::Continue)
+}
+
+fn verbatim(text: String) -> Frame {
+    Frame::Verbatim(Bytes::from(format!("txt:{text}")))
+}
+
+fn client_list(shared: &Shared, arguments: &[Bytes]) -> Frame {
+    let now_ms = clock::unix_ms();
+    let mut wanted_ids: Option<Vec<u64>> = None;
+    let mut index = 2;
+    while index < arguments.len() {
+        if is_keyword(&arguments[index], "TYPE") && index + 1 < arguments.len() {
+            let kind = text(&arguments[index + 1]).to_ascii_lowercase();
+            match kind.as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => wanted_ids = Some(Vec::new()),
+                _ => return Frame::error_owned(format!("ERR Unknown client type '{kind}'")),
+            }
+            index += 2;
+        } else if is_keyword(&arguments[index], "ID") && index + 1 < arguments.len() {
+            let mut ids = wanted_ids.take().unwrap_or_default();
+            for argument in &arguments[index + 1..] {
+                match parse_i64(argument) {
+                    Ok(id) if id > 0 => ids.push(id as u64),
+                    _ => return Frame::error("ERR Invalid client ID"),
+                }
+            }
+            wanted_ids = Some(ids);
+            index = arguments.len();
+        } else {
+            return Frame::error(errors::SYNTAX);
+        }
+    }
+    let mut listing = String::new();
+    for client in shared.clients.all() {
+        if wanted_ids
+            .as_ref()
+            .is_some_and(|ids| !ids.contains(&client.id))
+        {
+            continue;
+        }
+        listing.push_str(&client.describe(now_ms));
+        listing.push('\n');
+    }
+    verbatim(listing)
+}
+
+/// One CLIENT KILL condition.
+type ClientFilter = Box<dyn Fn(&ClientInfo) -> bool>;
+
+fn client_kill(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
+    // Old form: CLIENT KILL addr:port.
+    if arguments.len() == 3 {
+        let address = text(&arguments[2]);
+        return match shared
+            .clients
+            .all()
+            .into_iter()
+            .find(|client| client.peer.to_string() == address)
+        {
+            Some(client) => {
+                client.kill();
+                Frame::OK
+            }
+            None => Frame::error("ERR No such client"),
+        };
+    }
+    let mut filters: Vec<ClientFilter> = Vec::new();
+    let mut skip_me = true;
+    let now_ms = clock::unix_ms();
+    let pairs = &arguments[2..];
+    if !pairs.len().is_multiple_of(2) {
+        return Frame::error(errors::SYNTAX);
+    }
+    for pair in pairs.chunks(2) {
+        let (option, value) = (text(&pair[0]).to_ascii_lowercase(), text(&pair[1]));
+        match option.as_str() {
+            "id" => match value.parse::<u64>() {
+                Ok(id) if id > 0 => filters.push(Box::new(move |client| client.id == id)),
+                _ => return Frame::error("ERR client-id should be greater than 0"),
+            },
+            "addr" => filters.push(Box::new(move |client| client.peer.to_string() == value)),
+            "laddr" => filters.push(Box::new(move |client| {
+                client.local.is_some_and(|local| local.to_string() == value)
+            })),
+            "type" => match value.to_ascii_lowercase().as_str() {
+                "normal" => {}
+                "master" | "replica" | "slave" | "pubsub" => filters.push(Box::new(|_| false)),
+                _ => return Frame::error_owned(format!("ERR Unknown client type '{value}'")),
+            },
+            "user" => {
+                let is_default = value == "default";
+                filters.push(Box::new(move |_| is_default));
+            }
+            "skipme" => match value.to_ascii_lowercase().as_str() {
+                "yes" => skip_me = true,
+                "no" => skip_me = false,
+                _ => return Frame::error(errors::SYNTAX),
+            },
+            "maxage" => match value.parse::<u64>() {
+                Ok(seconds) => filters.push(Box::new(move |client| {
+                    now_ms.saturating_sub(client.created_ms) / 1000 >= seconds
+                })),
+                Err(_) => return Frame::error(errors::NOT_INTEGER),
+            },
+            _ => return Frame::error(errors::SYNTAX),
+        }
+    }
+    let mut killed = 0;
+    for client in shared.clients.all() {
+        if skip_me && client.id == session.client.id {
+            continue;
+        }
+        if filters.iter().all(|filter| filter(&client)) {
+            client.kill();
+            killed += 1;
+        }
+    }
+    Frame::Integer(killed)
+}

@@ -1,0 +1,6 @@
+//! The standalone server, driven through its real binary: RESP transcripts in both
+//! protocol versions, real clients, redis-cli.
+
+mod t10_protocol;
+mod t20_clients;
+mod t30_redis_cli;

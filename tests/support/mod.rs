@@ -1,0 +1,204 @@
+//! Test servers and raw RESP conversations.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The `slotraft` binary built next to the running test.
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("SLOTRAFT_BIN") {
+        return PathBuf::from(path);
+    }
+    let mut directory = std::env::current_exe().expect("test executable path");
+    directory.pop();
+    if directory.ends_with("deps") {
+        directory.pop();
+    }
+    let path = directory.join("slotraft");
+    assert!(
+        path.exists(),
+        "{} is missing: build it first (cargo build -p node)",
+        path.display()
+    );
+    path
+}
+
+/// A private scratch directory, removed on drop.
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    pub fn new(label: &str) -> ScratchDir {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "slotraft-test-{label}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("create scratch dir");
+        ScratchDir(path)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `slotraft node`, killed on drop.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: ScratchDir,
+}
+
+impl Server {
+    /// Starts a standalone node on an ephemeral loopback port with extra
+    /// `--name value` options, and waits until it accepts connections.
+    pub fn start(options: &[&str]) -> Server {
+        let dir = ScratchDir::new("node");
+        let mut child = Command::new(binary())
+            .args(["node", "--port", "0", "--bind", "127.0.0.1", "--dir"])
+            .arg(&dir.0)
+            .args(options)
+            .env("SLOTRAFT_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start slotraft");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sender = Some(sender);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(address) = line.split("bound=").nth(1) {
+                    if let Some(sender) = sender.take() {
+                        let _ = sender.send(address.trim().to_string());
+                    }
+                }
+            }
+        });
+        let address = receiver
+            .recv_timeout(Duration::from_secs(20))
+            .expect("server did not report its address");
+        let port = address
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .expect("port in address");
+        Server { child, port, dir }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn connect(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+
+    pub fn redis(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|client| client.get_connection())
+            .expect("redis connection")
+    }
+
+    /// Waits for the process to exit on its own; returns whether it did in time.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw RESP conversation: send bytes, read exact replies.
+pub struct Raw {
+    pub stream: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Raw { stream }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Encodes a command as a multibulk request and sends it.
+    pub fn command(&mut self, arguments: &[&[u8]]) {
+        let mut wire = format!("*{}\r\n", arguments.len()).into_bytes();
+        for argument in arguments {
+            wire.extend(format!("${}\r\n", argument.len()).into_bytes());
+            wire.extend_from_slice(argument);
+            wire.extend_from_slice(b"\r\n");
+        }
+        self.send(&wire);
+    }
+
+    /// Reads exactly `expected.len()` bytes and asserts they equal `expected`.
+    pub fn expect(&mut self, expected: &[u8]) {
+        let mut got = vec![0u8; expected.len()];
+        self.stream.read_exact(&mut got).unwrap_or_else(|error| {
+            panic!("reading {:?}: {error}", String::from_utf8_lossy(expected))
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expected)
+        );
+    }
+
+    /// Sends a command and checks the exact reply bytes.
+    pub fn roundtrip(&mut self, arguments: &[&str], expected: &str) {
+        let arguments: Vec<&[u8]> = arguments
+            .iter()
+            .map(|argument| argument.as_bytes())
+            .collect();
+        self.command(&arguments);
+        self.expect(expected.as_bytes());
+    }
+
+    /// Reads one whole reply frame.
+    pub fn read_frame(&mut self) -> resp::Frame {
+        let mut buffer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Ok(Some((frame, _))) = resp::parse_reply(&buffer) {
+                return frame;
+            }
+            let count = self.stream.read(&mut chunk).expect("read reply");
+            assert!(count > 0, "connection closed before a whole reply");
+            buffer.extend_from_slice(&chunk[..count]);
+        }
+    }
+
+    /// True when the server closed the connection (reads end of stream).
+    pub fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
+    }
+}

@@ -1,0 +1,539 @@
+//! `cargo xtask bench`: slotraft side by side with a real `redis-server`, both on free
+//! 127.0.0.1 ports with persistence off. It reports numbers, it never asserts on them.
+//!
+//! * Throughput: `redis-benchmark` (50 clients, random keys) for SET, GET, INCR and MSET at
+//!   pipeline depths 1 and 16, alternating which server goes first.
+//! * Memory: bytes per key (`used_memory` and `used_memory_rss` deltas) after pipelining a
+//!   known number of `SET key:<n> <16 bytes>` over our own connection, on fresh servers.
+//!
+//! The Markdown report is printed and written to `target/bench/latest.md`.
+
+use crate::server::{Kind, Server};
+use crate::tools::{self, cargo, run_captured, run_checked, target_dir};
+use crate::wire::{self, Conn, Reply};
+use anyhow::{bail, Context as _, Result};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+pub struct Options {
+    /// Small runs for a smoke test.
+    pub quick: bool,
+    /// Requests per `-P 1` run (`-P 16` runs use ten times as many).
+    pub requests: Option<u64>,
+    /// Keys inserted for the memory comparison.
+    pub keys: Option<u64>,
+}
+
+/// (row label, `redis-benchmark -t` name).
+const TESTS: [(&str, &str); 4] = [
+    ("SET", "set"),
+    ("GET", "get"),
+    ("INCR", "incr"),
+    ("MSET", "mset"),
+];
+const PIPELINES: [u64; 2] = [1, 16];
+const CLIENTS: u64 = 50;
+const KEYSPACE: u64 = 100_000;
+/// Upper bound on one redis-benchmark run.
+const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+/// Socket timeout for our own connections.
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+/// SET commands per pipelined batch in the memory test.
+const BATCH: u64 = 1000;
+const VALUE_LEN: usize = 16;
+
+pub fn run(options: &Options) -> Result<()> {
+    let p1_requests = options
+        .requests
+        .unwrap_or(if options.quick { 20_000 } else { 200_000 });
+    let keys = options
+        .keys
+        .unwrap_or(if options.quick { 100_000 } else { 1_000_000 });
+
+    println!("==> cargo build --release -p node");
+    run_checked(
+        cargo().args(["build", "--release", "-p", "node"]),
+        Duration::from_secs(60 * 60),
+    )?;
+    let slotraft = target_dir().join("release").join("slotraft");
+    if !slotraft.is_file() {
+        bail!("{} is missing after the build", slotraft.display());
+    }
+    tools::ensure_redis_tools(&["redis-server", "redis-benchmark"], false)?;
+    let redis = tools::find_in_path("redis-server").context("redis-server not found")?;
+    let benchmark = tools::find_in_path("redis-benchmark").context("redis-benchmark not found")?;
+
+    let work_dir = target_dir().join("bench");
+    // Server logs and data directories of this run (the previous run's are removed).
+    let servers_dir = work_dir.join("servers");
+    let _ = std::fs::remove_dir_all(&servers_dir);
+    std::fs::create_dir_all(&servers_dir)
+        .with_context(|| format!("creating {}", servers_dir.display()))?;
+
+    let mut report = Report::default();
+    let redis_version = tools::version_of(&redis);
+    let slotraft_version = tools::version_of(&slotraft);
+    println!("redis-server used: {redis_version}");
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    writeln!(report.md, "# slotraft vs Redis\n")?;
+    writeln!(report.md, "- slotraft: {slotraft_version} (release build)")?;
+    writeln!(report.md, "- redis-server: {redis_version}")?;
+    writeln!(
+        report.md,
+        "- redis-benchmark: {}",
+        tools::version_of(&benchmark)
+    )?;
+    writeln!(
+        report.md,
+        "- machine: {cores} cores; servers and redis-benchmark share them, all on 127.0.0.1"
+    )?;
+    writeln!(
+        report.md,
+        "- git: {}; unix time {}",
+        git_revision(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs())
+    )?;
+    if options.quick {
+        writeln!(report.md, "- --quick: small runs, numbers are noisy")?;
+    }
+
+    // Throughput, then memory on freshly started servers (so RSS is not inflated by pages
+    // the throughput runs left behind).
+    {
+        println!("==> throughput: starting servers");
+        let mut slotraft_server = Server::start(Kind::Slotraft, &slotraft, &servers_dir)?;
+        let mut redis_server = Server::start(Kind::Redis, &redis, &servers_dir)?;
+        throughput(
+            &mut report,
+            &benchmark,
+            &mut slotraft_server,
+            &mut redis_server,
+            p1_requests,
+        )?;
+    }
+    {
+        println!("==> memory: starting fresh servers");
+        let mut slotraft_server = Server::start(Kind::Slotraft, &slotraft, &servers_dir)?;
+        let mut redis_server = Server::start(Kind::Redis, &redis, &servers_dir)?;
+        memory(&mut report, &mut slotraft_server, &mut redis_server, keys)?;
+    }
+
+    if !report.notes.is_empty() {
+        writeln!(report.md, "\n## Notes\n")?;
+        for note in &report.notes {
+            writeln!(report.md, "- {note}")?;
+        }
+    }
+    let path = work_dir.join("latest.md");
+    std::fs::write(&path, &report.md).with_context(|| format!("writing {}", path.display()))?;
+    println!("\n{}", report.md);
+    println!("(written to {})", path.display());
+    if report.failures > 0 {
+        bail!(
+            "{} measurement(s) failed; see the notes in the report",
+            report.failures
+        );
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Report {
+    md: String,
+    notes: Vec<String>,
+    failures: usize,
+}
+
+impl Report {
+    fn fail(&mut self, note: String) {
+        eprintln!("   FAILED: {note}");
+        self.notes.push(note);
+        self.failures += 1;
+    }
+}
+
+/// One redis-benchmark result.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sample {
+    rps: f64,
+    p50_ms: Option<f64>,
+}
+
+fn throughput(
+    report: &mut Report,
+    benchmark: &Path,
+    slotraft: &mut Server,
+    redis: &mut Server,
+    p1_requests: u64,
+) -> Result<()> {
+    writeln!(
+        report.md,
+        "\n## Throughput\n\nredis-benchmark -c {CLIENTS} -r {KEYSPACE}; -n {p1_requests} at -P 1, \
+         -n {} at -P 16.\n",
+        p1_requests.saturating_mul(10)
+    )?;
+    writeln!(
+        report.md,
+        "| test | pipeline | slotraft rps | redis rps | ratio | slotraft p50 ms | redis p50 ms |"
+    )?;
+    writeln!(report.md, "|---|---|---:|---:|---:|---:|---:|")?;
+    let mut round = 0usize;
+    for (label, test) in TESTS {
+        for pipeline in PIPELINES {
+            let requests = if pipeline == 1 {
+                p1_requests
+            } else {
+                p1_requests.saturating_mul(10)
+            };
+            // Alternate which server goes first, so neither always gets the cooler machine.
+            let mut order: [&mut Server; 2] = [&mut *slotraft, &mut *redis];
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            round += 1;
+            let mut slotraft_result = None;
+            let mut redis_result = None;
+            for server in order {
+                let result = bench_one(benchmark, server, test, pipeline, requests);
+                match &result {
+                    Ok(sample) => eprintln!(
+                        "   {label:<4} -P {pipeline:<2} {:<8} {:>12.0} rps",
+                        server.kind.name(),
+                        sample.rps
+                    ),
+                    Err(error) => report.fail(format!(
+                        "{label} -P {pipeline} on {}: {error}",
+                        server.kind.name()
+                    )),
+                }
+                match server.kind {
+                    Kind::Slotraft => slotraft_result = Some(result),
+                    Kind::Redis => redis_result = Some(result),
+                }
+            }
+            let slotraft_sample = slotraft_result.and_then(Result::ok);
+            let redis_sample = redis_result.and_then(Result::ok);
+            let ratio = match (slotraft_sample, redis_sample) {
+                (Some(ours), Some(theirs)) if theirs.rps > 0.0 => {
+                    format!("{:.2}", ours.rps / theirs.rps)
+                }
+                _ => "-".to_owned(),
+            };
+            writeln!(
+                report.md,
+                "| {label} | {pipeline} | {} | {} | {ratio} | {} | {} |",
+                rps_cell(slotraft_sample),
+                rps_cell(redis_sample),
+                p50_cell(slotraft_sample),
+                p50_cell(redis_sample),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn rps_cell(sample: Option<Sample>) -> String {
+    sample.map_or_else(|| "error".to_owned(), |sample| format!("{:.0}", sample.rps))
+}
+
+fn p50_cell(sample: Option<Sample>) -> String {
+    sample
+        .and_then(|sample| sample.p50_ms)
+        .map_or_else(|| "-".to_owned(), |p50| format!("{p50:.3}"))
+}
+
+/// One redis-benchmark run; `Err` carries a one-paragraph explanation.
+fn bench_one(
+    benchmark: &Path,
+    server: &mut Server,
+    test: &str,
+    pipeline: u64,
+    requests: u64,
+) -> Result<Sample, String> {
+    if !server.alive() {
+        return Err(format!(
+            "the server is no longer running; log tail:\n{}",
+            server.log_tail()
+        ));
+    }
+    let mut command = Command::new(benchmark);
+    command.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &server.port.to_string(),
+        "-c",
+        &CLIENTS.to_string(),
+        "-n",
+        &requests.to_string(),
+        "-P",
+        &pipeline.to_string(),
+        "-t",
+        test,
+        "-r",
+        &KEYSPACE.to_string(),
+        "--csv",
+        "-q",
+    ]);
+    let started = Instant::now();
+    let out = run_captured(&mut command, RUN_TIMEOUT).map_err(|error| format!("{error:#}"))?;
+    let stderr = out.stderr.trim();
+    match out.status {
+        None => Err(format!(
+            "redis-benchmark ran past {}s and was killed{}",
+            RUN_TIMEOUT.as_secs(),
+            if server.alive() {
+                String::new()
+            } else {
+                format!("; the server died, log tail:\n{}", server.log_tail())
+            }
+        )),
+        Some(status) if !status.success() => Err(format!(
+            "redis-benchmark failed ({status}) after {:.1}s: {}",
+            started.elapsed().as_secs_f64(),
+            first_lines(stderr, 5)
+        )),
+        Some(_) => parse_csv(&out.stdout).map_err(|error| {
+            format!(
+                "{error}; stdout: {:?}; stderr: {}",
+                first_lines(&out.stdout, 5),
+                first_lines(stderr, 5)
+            )
+        }),
+    }
+}
+
+fn first_lines(text: &str, count: usize) -> String {
+    text.lines().take(count).collect::<Vec<_>>().join(" / ")
+}
+
+/// Reads rps (and p50 if present) from `redis-benchmark --csv` output. Redis 7 prints a
+/// header `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...`; older
+/// versions print bare `"TEST","rps"` rows.
+fn parse_csv(stdout: &str) -> Result<Sample, String> {
+    let mut header: Option<Vec<String>> = None;
+    let mut row: Option<Vec<String>> = None;
+    for line in stdout.lines() {
+        let fields = split_csv(line.trim());
+        if fields.len() < 2 {
+            continue;
+        }
+        if fields[0].eq_ignore_ascii_case("test") {
+            header = Some(fields);
+        } else {
+            row = Some(fields);
+        }
+    }
+    let row = row.ok_or("no result row in the CSV output")?;
+    let column = |name: &str| {
+        header
+            .as_ref()
+            .and_then(|header| header.iter().position(|field| field == name))
+    };
+    let rps_column = column("rps").unwrap_or(1);
+    let rps: f64 = row
+        .get(rps_column)
+        .and_then(|field| field.parse().ok())
+        .ok_or_else(|| format!("no requests-per-second number in {row:?}"))?;
+    let p50_ms = column("p50_latency_ms")
+        .and_then(|index| row.get(index))
+        .and_then(|field| field.parse().ok());
+    Ok(Sample { rps, p50_ms })
+}
+
+/// Splits one CSV line, removing double quotes (`""` inside quotes is a literal quote).
+fn split_csv(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    if line.is_empty() {
+        return fields;
+    }
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}
+
+/// Bytes per key measured on one server.
+struct MemorySample {
+    used_per_key: f64,
+    rss_per_key: f64,
+}
+
+fn memory(report: &mut Report, slotraft: &mut Server, redis: &mut Server, keys: u64) -> Result<()> {
+    writeln!(
+        report.md,
+        "\n## Memory\n\n{keys} keys `key:<n>` with {VALUE_LEN}-byte values, pipelined SET in \
+         batches of {BATCH}; deltas of INFO memory after FLUSHALL, divided by {keys}.\n"
+    )?;
+    writeln!(
+        report.md,
+        "| server | used_memory bytes/key | rss bytes/key |"
+    )?;
+    writeln!(report.md, "|---|---:|---:|")?;
+    let mut results = Vec::new();
+    for server in [slotraft, redis] {
+        let started = Instant::now();
+        let result = measure_memory(server, keys);
+        match &result {
+            Ok(sample) => {
+                eprintln!(
+                    "   memory {:<8} {:.1} B/key used, {:.1} B/key rss ({:.1}s)",
+                    server.kind.name(),
+                    sample.used_per_key,
+                    sample.rss_per_key,
+                    started.elapsed().as_secs_f64()
+                );
+                writeln!(
+                    report.md,
+                    "| {} | {:.1} | {:.1} |",
+                    server.kind.name(),
+                    sample.used_per_key,
+                    sample.rss_per_key
+                )?;
+            }
+            Err(error) => {
+                report.fail(format!("memory on {}: {error:#}", server.kind.name()));
+                writeln!(report.md, "| {} | error | error |", server.kind.name())?;
+            }
+        }
+        results.push(result.ok());
+    }
+    if let [Some(ours), Some(theirs)] = results.as_slice() {
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("{:.2}", a / b)
+            } else {
+                "-".to_owned()
+            }
+        };
+        writeln!(
+            report.md,
+            "| ratio slotraft/redis | {} | {} |",
+            ratio(ours.used_per_key, theirs.used_per_key),
+            ratio(ours.rss_per_key, theirs.rss_per_key)
+        )?;
+    }
+    Ok(())
+}
+
+fn measure_memory(server: &mut Server, keys: u64) -> Result<MemorySample> {
+    let mut conn = Conn::connect(server.port, IO_TIMEOUT)?;
+    expect_ok(conn.command(&[b"FLUSHALL"])?, "FLUSHALL")?;
+    let (used_before, rss_before) = memory_info(&mut conn)?;
+
+    let mut batch = Vec::with_capacity(64 * BATCH as usize);
+    let mut next = 0u64;
+    while next < keys {
+        let end = (next + BATCH).min(keys);
+        batch.clear();
+        for n in next..end {
+            let key = format!("key:{n}");
+            // Not a number, so Redis cannot store it as a shared or int-encoded value.
+            let value = format!("v{n:0width$}", width = VALUE_LEN - 1);
+            wire::encode(&mut batch, &[b"SET", key.as_bytes(), value.as_bytes()]);
+        }
+        conn.send(&batch)?;
+        for n in next..end {
+            expect_ok(conn.read_reply()?, &format!("SET key:{n}"))?;
+        }
+        next = end;
+    }
+
+    match conn.command(&[b"DBSIZE"])? {
+        Reply::Integer(size) if u64::try_from(size).ok() == Some(keys) => {}
+        other => bail!("DBSIZE answered {other:?}, expected {keys}"),
+    }
+    let (used_after, rss_after) = memory_info(&mut conn)?;
+    let per_key = |after: u64, before: u64| (after as f64 - before as f64) / keys as f64;
+    Ok(MemorySample {
+        used_per_key: per_key(used_after, used_before),
+        rss_per_key: per_key(rss_after, rss_before),
+    })
+}
+
+/// (`used_memory`, `used_memory_rss`) from `INFO memory`.
+fn memory_info(conn: &mut Conn) -> Result<(u64, u64)> {
+    let info = wire::info(conn, "memory")?;
+    let field = |name: &str| {
+        wire::info_field(&info, name).with_context(|| format!("INFO memory has no {name}"))
+    };
+    Ok((field("used_memory")?, field("used_memory_rss")?))
+}
+
+fn expect_ok(reply: Reply, what: &str) -> Result<()> {
+    match reply {
+        Reply::Simple(ok) if ok == "OK" => Ok(()),
+        other => bail!("{what} answered {other:?}"),
+    }
+}
+
+fn git_revision() -> String {
+    let mut command = Command::new("git");
+    command
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(tools::workspace_root());
+    match run_captured(&mut command, Duration::from_secs(20)) {
+        Ok(out) if out.success() => out.stdout.trim().to_owned(),
+        _ => "unknown".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_redis7_csv() {
+        let out = "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\
+                   \"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n\
+                   \"MSET (10 keys)\",\"96618.36\",\"7.939\",\"0.928\",\"7.439\",\"14.487\",\
+                   \"17.183\",\"17.759\"\n";
+        assert_eq!(
+            parse_csv(out),
+            Ok(Sample {
+                rps: 96618.36,
+                p50_ms: Some(7.439)
+            })
+        );
+    }
+
+    #[test]
+    fn parses_old_two_column_csv() {
+        assert_eq!(
+            parse_csv("\"SET\",\"55401.66\"\n"),
+            Ok(Sample {
+                rps: 55401.66,
+                p50_ms: None
+            })
+        );
+    }
+
+    #[test]
+    fn rejects_output_without_numbers() {
+        assert!(parse_csv("").is_err());
+        assert!(parse_csv("\"test\",\"rps\"\n").is_err());
+        assert!(parse_csv("\"SET\",\"n/a\"\n").is_err());
+    }
+
+    #[test]
+    fn splits_quoted_fields() {
+        assert_eq!(split_csv(r#""a,b","c""d",e"#), vec!["a,b", "c\"d", "e"]);
+    }
+}
