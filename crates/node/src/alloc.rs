@@ -2,12 +2,37 @@
 //! `used_memory` as Redis does (bytes currently allocated by the process).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 pub struct CountingAllocator;
 
-static ALLOCATED_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// One counter per cache line; threads pick one by the address of a thread-local,
+/// so concurrent allocations rarely touch the same line. A block freed on another
+/// thread than it was allocated on makes one shard go down and another up; only
+/// the sum means anything.
+#[repr(align(64))]
+struct Shard(AtomicIsize);
+
+const SHARD_COUNT: usize = 16;
+static SHARDS: [Shard; SHARD_COUNT] = [const { Shard(AtomicIsize::new(0)) }; SHARD_COUNT];
 static PEAK_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+fn shard() -> &'static AtomicIsize {
+    thread_local! {
+        static MARKER: u8 = const { 0 };
+    }
+    let address = MARKER.with(|marker| marker as *const u8 as usize);
+    let mixed = (address >> 6) ^ (address >> 13) ^ (address >> 21);
+    &SHARDS[mixed % SHARD_COUNT].0
+}
+
+fn add(bytes: usize) {
+    shard().fetch_add(bytes as isize, Ordering::Relaxed);
+}
+
+fn subtract(bytes: usize) {
+    shard().fetch_sub(bytes as isize, Ordering::Relaxed);
+}
 
 // SAFETY: every method forwards to `System` with the caller's layout and pointer
 // unchanged; the counters are only bookkeeping.
@@ -16,7 +41,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
         let pointer = unsafe { System.alloc(layout) };
         if !pointer.is_null() {
-            ALLOCATED_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            add(layout.size());
         }
         pointer
     }
@@ -24,14 +49,14 @@ unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
         // SAFETY: forwarded as is; the caller upholds `dealloc`'s contract.
         unsafe { System.dealloc(pointer, layout) };
-        ALLOCATED_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        subtract(layout.size());
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded as is; the caller upholds `alloc_zeroed`'s contract.
         let pointer = unsafe { System.alloc_zeroed(layout) };
         if !pointer.is_null() {
-            ALLOCATED_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+            add(layout.size());
         }
         pointer
     }
@@ -40,8 +65,8 @@ unsafe impl GlobalAlloc for CountingAllocator {
         // SAFETY: forwarded as is; the caller upholds `realloc`'s contract.
         let moved = unsafe { System.realloc(pointer, layout, new_size) };
         if !moved.is_null() {
-            ALLOCATED_BYTES.fetch_add(new_size, Ordering::Relaxed);
-            ALLOCATED_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            add(new_size);
+            subtract(layout.size());
         }
         moved
     }
@@ -49,7 +74,11 @@ unsafe impl GlobalAlloc for CountingAllocator {
 
 /// Bytes currently allocated.
 pub fn allocated_bytes() -> usize {
-    let now = ALLOCATED_BYTES.load(Ordering::Relaxed);
+    let total: isize = SHARDS
+        .iter()
+        .map(|shard| shard.0.load(Ordering::Relaxed))
+        .sum();
+    let now = total.max(0) as usize;
     PEAK_BYTES.fetch_max(now, Ordering::Relaxed);
     now
 }

@@ -34,7 +34,8 @@ pub async fn reject(mut stream: TcpStream, message: &'static str) {
 }
 
 pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<ClientInfo>) {
-    let mut session = Session::new(client.clone());
+    let authenticated = shared.config().requirepass().is_none();
+    let mut session = Session::new(client.clone(), authenticated);
     let mut parser = RequestParser::new(limits(&shared));
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
@@ -99,6 +100,25 @@ pub fn process_input(
     input: &mut BytesMut,
     output: &mut BytesMut,
 ) -> Flow {
+    // Counted locally and published once per read: a shared counter bumped per
+    // command would bounce its cache line between threads.
+    let mut commands_run = 0;
+    let flow = run_requests(shared, session, parser, input, output, &mut commands_run);
+    shared
+        .stats
+        .total_commands_processed
+        .fetch_add(commands_run, Ordering::Relaxed);
+    flow
+}
+
+fn run_requests(
+    shared: &Shared,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+    commands_run: &mut u64,
+) -> Flow {
     let mut store: Option<MutexGuard<'_, Store>> = None;
     let now_ms = clock::unix_ms();
     session
@@ -119,10 +139,7 @@ pub fn process_input(
                 return Flow::Close;
             }
         };
-        shared
-            .stats
-            .total_commands_processed
-            .fetch_add(1, Ordering::Relaxed);
+        *commands_run += 1;
         let spec = match commands::resolve(&arguments) {
             Ok(spec) => spec,
             Err(error) => {

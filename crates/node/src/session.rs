@@ -35,12 +35,14 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(client: Arc<ClientInfo>) -> Session {
+    /// A new connection's session; it starts authenticated when no password is set
+    /// (setting one later does not log out existing connections, as in Redis).
+    pub fn new(client: Arc<ClientInfo>, authenticated: bool) -> Session {
         Session {
             client,
             db: 0,
             protocol: Protocol::Resp2,
-            authenticated: false,
+            authenticated,
             reply_mode: ReplyMode::On,
             skip_next: false,
             last_command: "",
@@ -108,7 +110,7 @@ pub fn execute(
             session.select(0);
             session.set_protocol(Protocol::Resp2);
             session.reply_mode = ReplyMode::On;
-            session.authenticated = false;
+            session.authenticated = shared.config().requirepass().is_none();
             session.client.details().name.clear();
             Frame::simple("RESET")
         }
