@@ -86,8 +86,8 @@ impl Db {
             .get_mut_unless(key, |entry| entry.is_expired(now_ms))
         {
             Lookup::Found(entry) => Some(entry),
-            Lookup::Removed(key, _) => {
-                self.expires.remove(&key);
+            Lookup::Removed(_) => {
+                self.expires.remove(key);
                 self.expired_keys += 1;
                 None
             }
@@ -110,28 +110,37 @@ impl Db {
     }
 
     /// Stores `value` under `key`, replacing any old value and its TTL; sets the TTL
-    /// to `expire_at_ms` when given, and the access data to `access`.
-    pub fn set(&mut self, key: &[u8], value: Value, expire_at_ms: Option<u64>, access: u32) {
+    /// to `expire_at_ms` when given, and the access data to `access`. Returns the
+    /// replaced entry, expired or not.
+    pub fn set(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        expire_at_ms: Option<u64>,
+        access: u32,
+    ) -> Option<Entry> {
         let mut entry = Entry::new(value);
         entry.expire_at_ms = expire_at_ms.unwrap_or(0);
         entry.access = access;
         match self.keys.get_mut(key) {
             Some(old) => {
                 let had_ttl = old.expire_at_ms != 0;
-                *old = entry;
+                let replaced = std::mem::replace(old, entry);
                 match (had_ttl, expire_at_ms.is_some()) {
                     (true, false) => {
                         self.expires.remove(key);
                     }
-                    (false, true) => self.expires.insert_new(key.into(), ()),
+                    (false, true) => self.expires.insert_new(key, ()),
                     _ => {}
                 }
+                Some(replaced)
             }
             None => {
-                self.keys.insert_new(key.into(), entry);
+                self.keys.insert_new(key, entry);
                 if expire_at_ms.is_some() {
-                    self.expires.insert_new(key.into(), ());
+                    self.expires.insert_new(key, ());
                 }
+                None
             }
         }
     }
@@ -146,7 +155,7 @@ impl Db {
             None => {
                 let mut entry = Entry::new(value);
                 entry.access = access;
-                self.keys.insert_new(key.into(), entry);
+                self.keys.insert_new(key, entry);
             }
         }
     }
@@ -159,7 +168,7 @@ impl Db {
 
     /// Deletes a key (expired or not); returns its entry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let (_, entry) = self.keys.remove(key)?;
+        let entry = self.keys.remove(key)?;
         if entry.expire_at_ms != 0 {
             self.expires.remove(key);
         }
@@ -175,7 +184,7 @@ impl Db {
         let had_ttl = entry.expire_at_ms != 0;
         entry.expire_at_ms = expire_at_ms;
         if !had_ttl {
-            self.expires.insert_new(key.into(), ());
+            self.expires.insert_new(key, ());
         }
         true
     }

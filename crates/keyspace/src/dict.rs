@@ -11,8 +11,42 @@
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
 
+/// Keys up to this long live inside the node: one allocation per key, and a lookup
+/// compares bytes already in the cache line it loaded.
+const INLINE_KEY_BYTES: usize = 22;
+
+enum KeyBytes {
+    Inline {
+        length: u8,
+        data: [u8; INLINE_KEY_BYTES],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl KeyBytes {
+    fn new(key: &[u8]) -> KeyBytes {
+        if key.len() <= INLINE_KEY_BYTES {
+            let mut data = [0u8; INLINE_KEY_BYTES];
+            data[..key.len()].copy_from_slice(key);
+            KeyBytes::Inline {
+                length: key.len() as u8,
+                data,
+            }
+        } else {
+            KeyBytes::Heap(key.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            KeyBytes::Inline { length, data } => &data[..*length as usize],
+            KeyBytes::Heap(bytes) => bytes,
+        }
+    }
+}
+
 struct Node<V> {
-    key: Box<[u8]>,
+    key: KeyBytes,
     value: V,
     next: Option<Box<Node<V>>>,
 }
@@ -20,7 +54,7 @@ struct Node<V> {
 /// Outcome of [`Dict::get_mut_unless`].
 pub enum Lookup<'a, V> {
     Found(&'a mut V),
-    Removed(Box<[u8]>, V),
+    Removed(V),
     Missing,
 }
 
@@ -72,7 +106,7 @@ impl<V> Dict<V> {
         }
         let mut node = self.buckets[self.bucket_of(key)].as_deref();
         while let Some(current) = node {
-            if &*current.key == key {
+            if current.key.as_slice() == key {
                 return Some(&current.value);
             }
             node = current.next.as_deref();
@@ -87,7 +121,7 @@ impl<V> Dict<V> {
         let bucket = self.bucket_of(key);
         let mut node = self.buckets[bucket].as_deref_mut();
         while let Some(current) = node {
-            if &*current.key == key {
+            if current.key.as_slice() == key {
                 return Some(&mut current.value);
             }
             node = current.next.as_deref_mut();
@@ -110,7 +144,7 @@ impl<V> Dict<V> {
         let mut verdict = None;
         let mut node = self.buckets[bucket].as_deref();
         while let Some(current) = node {
-            if &*current.key == key {
+            if current.key.as_slice() == key {
                 verdict = Some(remove_if(&current.value));
                 break;
             }
@@ -120,7 +154,7 @@ impl<V> Dict<V> {
         match verdict {
             None => Lookup::Missing,
             Some(true) => match self.remove(key) {
-                Some((key, value)) => Lookup::Removed(key, value),
+                Some(value) => Lookup::Removed(value),
                 None => Lookup::Missing,
             },
             Some(false) => {
@@ -145,24 +179,28 @@ impl<V> Dict<V> {
         if let Some(slot) = self.get_mut(key) {
             return Some(std::mem::replace(slot, value));
         }
-        self.insert_new(key.into(), value);
+        self.insert_new(key, value);
         None
     }
 
     /// Inserts a key known to be absent.
-    pub fn insert_new(&mut self, key: Box<[u8]>, value: V) {
-        debug_assert!(!self.contains_key(&key));
+    pub fn insert_new(&mut self, key: &[u8], value: V) {
+        debug_assert!(!self.contains_key(key));
         if self.len >= self.buckets.len() {
             self.resize((self.buckets.len() * 2).max(INITIAL_BUCKETS));
         }
-        let bucket = self.bucket_of(&key);
+        let bucket = self.bucket_of(key);
         let next = self.buckets[bucket].take();
-        self.buckets[bucket] = Some(Box::new(Node { key, value, next }));
+        self.buckets[bucket] = Some(Box::new(Node {
+            key: KeyBytes::new(key),
+            value,
+            next,
+        }));
         self.len += 1;
     }
 
-    /// Removes a key, returning its owned key and value.
-    pub fn remove(&mut self, key: &[u8]) -> Option<(Box<[u8]>, V)> {
+    /// Removes a key, returning its value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<V> {
         if self.buckets.is_empty() {
             return None;
         }
@@ -171,13 +209,13 @@ impl<V> Dict<V> {
         loop {
             match link {
                 None => return None,
-                Some(node) if &*node.key == key => {
+                Some(node) if node.key.as_slice() == key => {
                     let mut removed = link.take().expect("matched a present node");
                     *link = removed.next.take();
                     self.len -= 1;
                     let removed = *removed;
                     self.shrink_if_sparse();
-                    return Some((removed.key, removed.value));
+                    return Some(removed.value);
                 }
                 Some(node) => link = &mut node.next,
             }
@@ -213,7 +251,7 @@ impl<V> Dict<V> {
         for mut chain in old {
             while let Some(mut node) = chain {
                 chain = node.next.take();
-                let bucket = (self.hash(&node.key) as usize) & mask;
+                let bucket = (self.hash(node.key.as_slice()) as usize) & mask;
                 node.next = self.buckets[bucket].take();
                 self.buckets[bucket] = Some(node);
             }
@@ -239,7 +277,7 @@ impl<V> Dict<V> {
         loop {
             let mut node = self.buckets[(cursor & mask) as usize].as_deref();
             while let Some(current) = node {
-                visit(&current.key, &current.value);
+                visit(current.key.as_slice(), &current.value);
                 seen += 1;
                 node = current.next.as_deref();
             }
@@ -278,7 +316,7 @@ impl<V> Dict<V> {
                 node = node.next.as_deref().expect("index within chain length");
                 chosen -= 1;
             }
-            return Some((&node.key, &node.value));
+            return Some((node.key.as_slice(), &node.value));
         }
     }
 
@@ -289,7 +327,7 @@ impl<V> Dict<V> {
             std::iter::from_fn(move || {
                 let current = node?;
                 node = current.next.as_deref();
-                Some((&*current.key, &current.value))
+                Some((current.key.as_slice(), &current.value))
             })
         })
     }

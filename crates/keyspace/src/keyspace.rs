@@ -148,7 +148,14 @@ impl Keyspace {
         expire_at_ms: Option<u64>,
     ) {
         let access = self.initial_access(context);
-        self.dbs[context.db].set(key, value, expire_at_ms, access);
+        let db = &mut self.dbs[context.db];
+        // Overwriting a key that had already expired counts as its expiry, as when
+        // Redis's SET looks the key up first.
+        if let Some(replaced) = db.set(key, value, expire_at_ms, access) {
+            if replaced.is_expired(context.now_ms) {
+                db.expired_keys += 1;
+            }
+        }
         self.stats.dirty += 1;
     }
 

@@ -365,8 +365,8 @@ fn exists_for_write(keyspace: &mut Keyspace, context: &mut Context, key: &[u8]) 
     keyspace.lookup_write(context, key).is_some()
 }
 
-/// Stores a whole new value, replacing value and TTL, after reclaiming an expired
-/// key as Redis's `setKey` lookup does.
+/// Stores a whole new value, replacing value and TTL (`Keyspace::set` counts an
+/// expired key it replaces as expired, as Redis's `setKey` lookup does).
 fn store(
     keyspace: &mut Keyspace,
     context: &mut Context,
@@ -374,7 +374,6 @@ fn store(
     value: Value,
     expire_at_ms: Option<u64>,
 ) {
-    exists_for_write(keyspace, context, key);
     keyspace.set(context, key, value, expire_at_ms);
 }
 
@@ -550,7 +549,10 @@ fn set_generic(keyspace: &mut Keyspace, context: &mut Context, request: SetReque
     } else {
         None
     };
-    let found = exists_for_write(keyspace, context, request.key);
+    // A plain SET needs no lookup: `Keyspace::set` replaces whatever is there. The
+    // conditions and KEEPTTL need to know (and so lazily expire) the current key.
+    let found = (options.nx || options.xx || options.keep_ttl)
+        && exists_for_write(keyspace, context, request.key);
     if (options.nx && found) || (options.xx && !found) {
         return old_value.unwrap_or(request.aborted);
     }
