@@ -95,6 +95,11 @@ impl Db {
         }
     }
 
+    /// See [`Dict::prefetch`].
+    pub fn prefetch<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
+        self.keys.prefetch(keys);
+    }
+
     /// Looks a key up for reading; an expired key is deleted and absent.
     pub fn get(&mut self, key: &[u8], now_ms: u64) -> Option<&Entry> {
         self.get_mut(key, now_ms).map(|entry| &*entry)

@@ -186,6 +186,14 @@ impl Keyspace {
         }
     }
 
+    /// Warms the cache for a batch of lookups in database `db` (pipelined requests).
+    /// Changes nothing; only the speed of the lookups that follow.
+    pub fn prefetch<'k>(&self, db: usize, keys: impl Iterator<Item = &'k [u8]>) {
+        if let Some(db) = self.dbs.get(db) {
+            db.prefetch(keys);
+        }
+    }
+
     /// Total expired-and-deleted keys across databases.
     pub fn expired_keys(&self) -> u64 {
         self.dbs.iter().map(|db| db.expired_keys).sum()

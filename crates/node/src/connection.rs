@@ -6,7 +6,7 @@ use crate::clients::ClientInfo;
 use crate::clock;
 use crate::server::{Shared, Store};
 use crate::session::{self, Session};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
 use keyspace::{commands, Context, Handler, Rng};
 use resp::{encode, Frame, RequestLimits, RequestParser};
@@ -125,26 +125,91 @@ fn run_requests(
         .client
         .last_interaction_ms
         .store(now_ms, Ordering::Relaxed);
+    let mut batch: Vec<Vec<Bytes>> = Vec::with_capacity(BATCH_REQUESTS);
     loop {
-        let arguments = match parser.next_request(input) {
-            Ok(Some(arguments)) => arguments,
-            Ok(None) => return Flow::Continue,
-            Err(error) => {
-                encode(
-                    &Frame::error_owned(format!("ERR {error}")),
-                    session.protocol,
-                    output,
-                );
-                tracing::debug!(client = session.client.id, %error, "protocol error");
+        // Parse a batch first, so the memory the batch's keys live in can be
+        // requested all at once (see `Keyspace::prefetch`).
+        let mut parse_error = None;
+        while batch.len() < BATCH_REQUESTS {
+            match parser.next_request(input) {
+                Ok(Some(arguments)) => batch.push(arguments),
+                Ok(None) => break,
+                Err(error) => {
+                    parse_error = Some(error);
+                    break;
+                }
+            }
+        }
+        let batch_was_full = batch.len() == BATCH_REQUESTS;
+        if batch.len() > 1 {
+            let store = store.get_or_insert_with(|| shared.store());
+            let first_keys = batch.iter().filter_map(|arguments| first_key(arguments));
+            store.keyspace.prefetch(session.db, first_keys);
+        }
+        for arguments in batch.drain(..) {
+            if execute_request(
+                shared,
+                session,
+                parser,
+                output,
+                commands_run,
+                &mut store,
+                now_ms,
+                &arguments,
+            ) == Flow::Close
+            {
                 return Flow::Close;
             }
-        };
+        }
+        if let Some(error) = parse_error {
+            encode(
+                &Frame::error_owned(format!("ERR {error}")),
+                session.protocol,
+                output,
+            );
+            tracing::debug!(client = session.client.id, %error, "protocol error");
+            return Flow::Close;
+        }
+        if !batch_was_full {
+            return Flow::Continue;
+        }
+    }
+}
+
+/// Requests parsed ahead of execution.
+const BATCH_REQUESTS: usize = 32;
+
+/// The first key of a keyspace command, if its table row places one.
+fn first_key(arguments: &[Bytes]) -> Option<&[u8]> {
+    let spec = commands::lookup(&arguments[0])?;
+    if !matches!(spec.handler, Handler::Keyspace(_)) {
+        return None;
+    }
+    let (first, _, _) = spec.legacy_key_range();
+    arguments
+        .get(usize::try_from(first).ok().filter(|&index| index > 0)?)
+        .map(|key| &key[..])
+}
+
+/// Runs one request and appends its reply.
+#[allow(clippy::too_many_arguments)]
+fn execute_request<'a>(
+    shared: &'a Shared,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    output: &mut BytesMut,
+    commands_run: &mut u64,
+    store: &mut Option<MutexGuard<'a, Store>>,
+    now_ms: u64,
+    arguments: &[Bytes],
+) -> Flow {
+    {
         *commands_run += 1;
-        let spec = match commands::resolve(&arguments) {
+        let spec = match commands::resolve(arguments) {
             Ok(spec) => spec,
             Err(error) => {
                 session.reply(output, &error);
-                continue;
+                return Flow::Continue;
             }
         };
         if !session.authenticated
@@ -152,7 +217,7 @@ fn run_requests(
             && shared.config().requirepass().is_some()
         {
             session.reply(output, &Frame::error("NOAUTH Authentication required."));
-            continue;
+            return Flow::Continue;
         }
         let reply = match spec.handler {
             Handler::Keyspace(_) => {
@@ -165,13 +230,13 @@ fn run_requests(
                     protocol: session.protocol,
                     cluster_mode: false,
                 };
-                store.keyspace.execute(spec, &mut context, &arguments)
+                store.keyspace.execute(spec, &mut context, arguments)
             }
             Handler::Node | Handler::Container => {
                 // Node commands may take other locks or change limits: release the
                 // keyspace first.
-                store = None;
-                let (reply, flow) = session::execute(shared, session, spec, &arguments);
+                *store = None;
+                let (reply, flow) = session::execute(shared, session, spec, arguments);
                 parser.set_limits(limits(shared));
                 if flow == Flow::Close {
                     if let Some(reply) = reply {
@@ -181,11 +246,12 @@ fn run_requests(
                 }
                 match reply {
                     Some(reply) => reply,
-                    None => continue,
+                    None => return Flow::Continue,
                 }
             }
         };
         session.note_command(spec.name);
         session.reply(output, &reply);
     }
+    Flow::Continue
 }

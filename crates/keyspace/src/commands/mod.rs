@@ -19,33 +19,58 @@ pub fn all_commands() -> impl Iterator<Item = &'static CommandSpec> {
     FAMILIES.iter().flat_map(|family| family.iter())
 }
 
-fn sorted_table() -> &'static [(&'static str, &'static CommandSpec)] {
-    static TABLE: OnceLock<Vec<(&'static str, &'static CommandSpec)>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut table: Vec<_> = all_commands().map(|spec| (spec.name, spec)).collect();
-        table.sort_by_key(|(name, _)| *name);
-        table
+/// Slots in the name index: a power of two well above the command count, so
+/// linear probing almost always finds a name at its first slot.
+const INDEX_SLOTS: usize = 1024;
+
+fn name_hash(name: &[u8]) -> usize {
+    // FNV-1a over the lowercase name; the index is built once, so any stable hash
+    // with few collisions among command names will do.
+    let mut hash: u32 = 0x811c_9dc5;
+    for &byte in name {
+        hash ^= byte as u32;
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash as usize
+}
+
+fn name_index() -> &'static [Option<&'static CommandSpec>] {
+    static INDEX: OnceLock<Vec<Option<&'static CommandSpec>>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut index = vec![None; INDEX_SLOTS];
+        for spec in all_commands() {
+            let mut slot = name_hash(spec.name.as_bytes()) % INDEX_SLOTS;
+            while index[slot].is_some() {
+                slot = (slot + 1) % INDEX_SLOTS;
+            }
+            index[slot] = Some(spec);
+        }
+        index
     })
 }
 
 /// Lowercases a command name into `buffer` if it fits (every real name does).
-fn lowercase<'a>(name: &[u8], buffer: &'a mut [u8; 64]) -> Option<&'a str> {
+fn lowercase<'a>(name: &[u8], buffer: &'a mut [u8; 64]) -> Option<&'a [u8]> {
     let target = buffer.get_mut(..name.len())?;
     for (slot, byte) in target.iter_mut().zip(name) {
         *slot = byte.to_ascii_lowercase();
     }
-    std::str::from_utf8(target).ok()
+    Some(target)
 }
 
 /// The top-level command called `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     let mut buffer = [0u8; 64];
     let name = lowercase(name, &mut buffer)?;
-    let table = sorted_table();
-    table
-        .binary_search_by_key(&name, |(candidate, _)| *candidate)
-        .ok()
-        .map(|index| table[index].1)
+    let index = name_index();
+    let mut slot = name_hash(name) % INDEX_SLOTS;
+    loop {
+        let spec = index[slot]?;
+        if spec.name.as_bytes() == name {
+            return Some(spec);
+        }
+        slot = (slot + 1) % INDEX_SLOTS;
+    }
 }
 
 /// The subcommand `name` of `container` (any case).
@@ -146,6 +171,8 @@ mod tests {
         assert_eq!(names.len(), count, "duplicate command names");
         for spec in all_commands() {
             assert_eq!(spec.name, spec.name.to_ascii_lowercase());
+            let found = lookup(spec.name.to_ascii_uppercase().as_bytes()).expect("indexed");
+            assert_eq!(found.name, spec.name);
             for sub in spec.subcommands {
                 assert!(
                     sub.name.starts_with(&format!("{}|", spec.name)),
