@@ -4,3 +4,4 @@
 mod t10_protocol;
 mod t20_clients;
 mod t30_redis_cli;
+mod t40_server_commands;

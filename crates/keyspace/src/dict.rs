@@ -177,7 +177,7 @@ impl<V> Dict<V> {
         if self.buckets.is_empty() {
             return;
         }
-        let mut heads = [None; 64];
+        let mut heads = [None; 128];
         let mut count = 0;
         for key in keys.take(heads.len()) {
             heads[count] = self.buckets[self.bucket_of(key)].as_deref();

@@ -7,6 +7,10 @@ use bytes::Bytes;
 /// Longest string Redis stores as `embstr` (created whole, never modified).
 pub const EMBSTR_MAX_BYTES: usize = 44;
 
+/// Strings up to this long are stored inside the value itself, without a heap
+/// allocation of their own (they report `embstr`, as Redis's short strings do).
+pub const INLINE_STRING_BYTES: usize = 22;
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     String(StringValue),
@@ -37,6 +41,11 @@ impl Value {
 pub enum StringValue {
     /// A canonical decimal integer (`int`).
     Int(i64),
+    /// A short string held inline (`embstr`); bytes past `length` are zero.
+    Inline {
+        length: u8,
+        data: [u8; INLINE_STRING_BYTES],
+    },
     /// Bytes; `raw` once modified in place or when longer than `embstr` allows.
     Bytes { data: Vec<u8>, raw: bool },
 }
@@ -47,6 +56,20 @@ impl StringValue {
     pub fn from_bytes(data: &[u8]) -> StringValue {
         if let Some(integer) = canonical_i64(data) {
             return StringValue::Int(integer);
+        }
+        StringValue::embedded(data)
+    }
+
+    /// Stores `data` as a string object without trying the integer encoding:
+    /// inline when short, else `embstr`/`raw` by length.
+    pub fn embedded(data: &[u8]) -> StringValue {
+        if data.len() <= INLINE_STRING_BYTES {
+            let mut inline = [0u8; INLINE_STRING_BYTES];
+            inline[..data.len()].copy_from_slice(data);
+            return StringValue::Inline {
+                length: data.len() as u8,
+                data: inline,
+            };
         }
         StringValue::Bytes {
             data: data.to_vec(),
@@ -62,7 +85,7 @@ impl StringValue {
     pub fn encoding_name(&self) -> &'static str {
         match self {
             StringValue::Int(_) => "int",
-            StringValue::Bytes { raw: false, .. } => "embstr",
+            StringValue::Inline { .. } | StringValue::Bytes { raw: false, .. } => "embstr",
             StringValue::Bytes { raw: true, .. } => "raw",
         }
     }
@@ -71,6 +94,7 @@ impl StringValue {
     pub fn len(&self) -> usize {
         match self {
             StringValue::Int(integer) => decimal_length(*integer),
+            StringValue::Inline { length, .. } => *length as usize,
             StringValue::Bytes { data, .. } => data.len(),
         }
     }
@@ -83,6 +107,9 @@ impl StringValue {
     pub fn to_bytes(&self) -> Bytes {
         match self {
             StringValue::Int(integer) => Bytes::from(integer.to_string()),
+            StringValue::Inline { length, data } => {
+                Bytes::copy_from_slice(&data[..*length as usize])
+            }
             StringValue::Bytes { data, .. } => Bytes::copy_from_slice(data),
         }
     }
@@ -91,6 +118,9 @@ impl StringValue {
     pub fn as_cow(&self) -> std::borrow::Cow<'_, [u8]> {
         match self {
             StringValue::Int(integer) => std::borrow::Cow::Owned(integer.to_string().into_bytes()),
+            StringValue::Inline { length, data } => {
+                std::borrow::Cow::Borrowed(&data[..*length as usize])
+            }
             StringValue::Bytes { data, .. } => std::borrow::Cow::Borrowed(data),
         }
     }
@@ -99,21 +129,26 @@ impl StringValue {
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             StringValue::Int(integer) => Some(*integer),
+            StringValue::Inline { length, data } => canonical_i64(&data[..*length as usize]),
             StringValue::Bytes { data, .. } => canonical_i64(data),
         }
     }
 
     /// Turns the value into mutable raw bytes (for APPEND and SETRANGE).
     pub fn make_raw(&mut self) -> &mut Vec<u8> {
-        if let StringValue::Int(integer) = self {
-            *self = StringValue::raw(integer.to_string().into_bytes());
+        match self {
+            StringValue::Int(integer) => *self = StringValue::raw(integer.to_string().into_bytes()),
+            StringValue::Inline { length, data } => {
+                *self = StringValue::raw(data[..*length as usize].to_vec())
+            }
+            StringValue::Bytes { .. } => {}
         }
         match self {
             StringValue::Bytes { data, raw } => {
                 *raw = true;
                 data
             }
-            StringValue::Int(_) => unreachable!("converted above"),
+            StringValue::Int(_) | StringValue::Inline { .. } => unreachable!("converted above"),
         }
     }
 }
@@ -197,6 +232,14 @@ mod tests {
     fn encodings() {
         assert_eq!(StringValue::from_bytes(b"123").encoding_name(), "int");
         assert_eq!(StringValue::from_bytes(b"0123").encoding_name(), "embstr");
+        assert_eq!(
+            StringValue::from_bytes(&[b'x'; 40]).encoding_name(),
+            "embstr"
+        );
+        assert_eq!(
+            StringValue::from_bytes(b"short").as_cow().as_ref(),
+            b"short"
+        );
         assert_eq!(StringValue::from_bytes(&[b'x'; 45]).encoding_name(), "raw");
         let mut value = StringValue::from_bytes(b"12");
         value.make_raw().push(b'3');

@@ -143,8 +143,8 @@ fn run_requests(
         let batch_was_full = batch.len() == BATCH_REQUESTS;
         if batch.len() > 1 {
             let store = store.get_or_insert_with(|| shared.store());
-            let first_keys = batch.iter().filter_map(|arguments| first_key(arguments));
-            store.keyspace.prefetch(session.db, first_keys);
+            let keys = batch.iter().flat_map(|arguments| fixed_keys(arguments));
+            store.keyspace.prefetch(session.db, keys);
         }
         for arguments in batch.drain(..) {
             if execute_request(
@@ -179,16 +179,25 @@ fn run_requests(
 /// Requests parsed ahead of execution.
 const BATCH_REQUESTS: usize = 32;
 
-/// The first key of a keyspace command, if its table row places one.
-fn first_key(arguments: &[Bytes]) -> Option<&[u8]> {
-    let spec = commands::lookup(&arguments[0])?;
-    if !matches!(spec.handler, Handler::Keyspace(_)) {
-        return None;
-    }
-    let (first, _, _) = spec.legacy_key_range();
-    arguments
-        .get(usize::try_from(first).ok().filter(|&index| index > 0)?)
-        .map(|key| &key[..])
+/// The keys of a keyspace command at fixed positions (its legacy key range).
+fn fixed_keys(arguments: &[Bytes]) -> impl Iterator<Item = &[u8]> {
+    let range = commands::lookup(&arguments[0])
+        .filter(|spec| matches!(spec.handler, Handler::Keyspace(_)))
+        .map(|spec| spec.legacy_key_range())
+        .filter(|&(first, _, step)| first > 0 && step > 0)
+        .map(|(first, last, step)| {
+            let count = arguments.len() as i32;
+            let last = if last < 0 {
+                count + last
+            } else {
+                last.min(count - 1)
+            };
+            (first as usize, last.max(0) as usize, step as usize)
+        });
+    range
+        .into_iter()
+        .flat_map(|(first, last, step)| (first..=last).step_by(step))
+        .filter_map(|index| arguments.get(index).map(|key| &key[..]))
 }
 
 /// Runs one request and appends its reply.

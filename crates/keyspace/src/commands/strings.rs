@@ -10,7 +10,7 @@
 
 use crate::args;
 use crate::command::{flags::*, key_flags::*, CommandSpec, Handler, KeySpec};
-use crate::value::{StringValue, Value, EMBSTR_MAX_BYTES};
+use crate::value::{StringValue, Value};
 use crate::{errors, Context, Keyspace};
 use bytes::Bytes;
 use resp::Frame;
@@ -941,9 +941,9 @@ fn incrbyfloat(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byte
     let increment = &arguments[2];
     let outcome = keyspace.lookup_write(context, key).map(|entry| {
         let string = string_mut(&mut entry.value)?;
-        let current = match string {
+        let current = match &*string {
             StringValue::Int(integer) => LongDouble::from_i64(*integer),
-            StringValue::Bytes { data, .. } => LongDouble::parse(data).ok_or_else(not_float)?,
+            other => LongDouble::parse(&other.as_cow()).ok_or_else(not_float)?,
         };
         let increment = LongDouble::parse(increment).ok_or_else(not_float)?;
         let text = current
@@ -979,10 +979,7 @@ fn incrbyfloat(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byte
 
 /// INCRBYFLOAT's stored result: a string object, never `int` encoded.
 fn float_result(text: &str) -> StringValue {
-    StringValue::Bytes {
-        data: text.as_bytes().to_vec(),
-        raw: text.len() > EMBSTR_MAX_BYTES,
-    }
+    StringValue::embedded(text.as_bytes())
 }
 
 // ---- LCS ------------------------------------------------------------------------------
