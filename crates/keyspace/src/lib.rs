@@ -16,6 +16,8 @@ pub mod errors;
 pub mod glob;
 mod keyspace;
 pub mod rng;
+#[cfg(test)]
+mod testing;
 pub mod value;
 
 pub use command::{CommandSpec, Handler};

@@ -141,10 +141,17 @@ fn run_requests(
             }
         }
         let batch_was_full = batch.len() == BATCH_REQUESTS;
-        if batch.len() > 1 {
-            let store = store.get_or_insert_with(|| shared.store());
-            let keys = batch.iter().flat_map(|arguments| fixed_keys(arguments));
-            store.keyspace.prefetch(session.db, keys);
+        // Pays off from a few keys on (a pipeline, or one MSET); for a lone GET it
+        // costs one extra hash.
+        {
+            let mut keys = batch
+                .iter()
+                .flat_map(|arguments| fixed_keys(arguments))
+                .peekable();
+            if keys.peek().is_some() {
+                let store = store.get_or_insert_with(|| shared.store());
+                store.keyspace.prefetch(session.db, keys);
+            }
         }
         for arguments in batch.drain(..) {
             if execute_request(

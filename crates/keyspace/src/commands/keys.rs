@@ -1058,77 +1058,10 @@ fn restore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::resolve;
     use crate::value::{StringValue, Value};
     use std::collections::BTreeSet;
 
-    const START_MS: u64 = 1_700_000_000_000;
-
-    struct Harness {
-        keyspace: Keyspace,
-        context: Context,
-    }
-
-    impl Harness {
-        fn new() -> Self {
-            Harness {
-                keyspace: Keyspace::new(16, 7),
-                context: Context::new(START_MS, 42),
-            }
-        }
-
-        fn run_bytes(&mut self, arguments: &[Bytes]) -> Frame {
-            match resolve(arguments) {
-                Ok(spec) => self.keyspace.execute(spec, &mut self.context, arguments),
-                Err(error) => error,
-            }
-        }
-
-        fn run(&mut self, words: &[&str]) -> Frame {
-            let arguments: Vec<Bytes> = words
-                .iter()
-                .map(|word| Bytes::copy_from_slice(word.as_bytes()))
-                .collect();
-            self.run_bytes(&arguments)
-        }
-
-        fn set(&mut self, key: &str, value: &str) {
-            self.keyspace.set(
-                &mut self.context,
-                key.as_bytes(),
-                Value::string(value),
-                None,
-            );
-        }
-
-        fn set_with_expiry(&mut self, key: &str, value: &str, expire_at_ms: u64) {
-            self.keyspace.set(
-                &mut self.context,
-                key.as_bytes(),
-                Value::string(value),
-                Some(expire_at_ms),
-            );
-        }
-
-        fn advance(&mut self, ms: u64) {
-            self.context.now_ms += ms;
-        }
-
-        fn get(&mut self, key: &str) -> Option<Value> {
-            let now = self.context.now_ms;
-            self.keyspace
-                .db_ref(self.context.db)
-                .peek(key.as_bytes(), now)
-                .map(|entry| entry.value.clone())
-        }
-
-        fn expire_at(&self, db: usize, key: &str) -> Option<u64> {
-            self.keyspace
-                .db_ref(db)
-                .peek(key.as_bytes(), self.context.now_ms)
-                .and_then(Entry::expire_at_ms)
-        }
-    }
+    use crate::testing::{Harness, START_MS};
 
     fn int(value: i64) -> Frame {
         Frame::Integer(value)
@@ -1233,10 +1166,10 @@ mod tests {
         assert_eq!(h.run(&["PTTL", "p"]), int(1_500));
         let at = h.context.now_ms + 5_000;
         assert_eq!(h.run(&["PEXPIREAT", "p", &at.to_string()]), int(1));
-        assert_eq!(h.expire_at(0, "p"), Some(at));
+        assert_eq!(h.expire_at_in(0, "p"), Some(at));
         let at_seconds = h.context.now_ms / 1000 + 100;
         assert_eq!(h.run(&["EXPIREAT", "p", &at_seconds.to_string()]), int(1));
-        assert_eq!(h.expire_at(0, "p"), Some(at_seconds * 1000));
+        assert_eq!(h.expire_at_in(0, "p"), Some(at_seconds * 1000));
         assert_eq!(h.keyspace.db_ref(0).expires_len(), 1);
     }
 
@@ -1494,7 +1427,7 @@ mod tests {
         assert_eq!(h.run(&["MOVE", "k", "1"]), int(1));
         assert_eq!(h.run(&["EXISTS", "k"]), int(0));
         assert_eq!(h.keyspace.db_ref(0).expires_len(), 0);
-        assert_eq!(h.expire_at(1, "k"), Some(START_MS + 5000));
+        assert_eq!(h.expire_at_in(1, "k"), Some(START_MS + 5000));
 
         h.context.db = 1;
         h.set("taken", "one");
@@ -1834,22 +1767,25 @@ mod tests {
         };
 
         assert_eq!(
-            h.run_bytes(&restore("k", "0", &[])),
+            h.run_arguments(&restore("k", "0", &[])),
             error("BUSYKEY Target key name already exists.")
         );
-        assert_eq!(h.run_bytes(&restore("copy", "0", &[])), Frame::OK);
+        assert_eq!(h.run_arguments(&restore("copy", "0", &[])), Frame::OK);
         assert_eq!(h.get("copy"), Some(Value::string("some value")));
         assert_eq!(h.run(&["TTL", "copy"]), int(-1));
 
         // Relative TTL.
         assert_eq!(
-            h.run_bytes(&restore("copy", "5000", &["REPLACE"])),
+            h.run_arguments(&restore("copy", "5000", &["REPLACE"])),
             Frame::OK
         );
         assert_eq!(h.run(&["PTTL", "copy"]), int(5000));
         // Absolute TTL.
         let at = (START_MS + 60_000).to_string();
-        assert_eq!(h.run_bytes(&restore("abs", &at, &["ABSTTL"])), Frame::OK);
+        assert_eq!(
+            h.run_arguments(&restore("abs", &at, &["ABSTTL"])),
+            Frame::OK
+        );
         assert_eq!(
             h.run(&["PEXPIRETIME", "abs"]),
             int((START_MS + 60_000) as i64)
@@ -1857,12 +1793,12 @@ mod tests {
         // An absolute TTL in the past: OK, but nothing is created, and REPLACE
         // removes the old key.
         assert_eq!(
-            h.run_bytes(&restore("past", "1000", &["ABSTTL"])),
+            h.run_arguments(&restore("past", "1000", &["ABSTTL"])),
             Frame::OK
         );
         assert_eq!(h.run(&["EXISTS", "past"]), int(0));
         assert_eq!(
-            h.run_bytes(&restore("abs", "1000", &["ABSTTL", "REPLACE"])),
+            h.run_arguments(&restore("abs", "1000", &["ABSTTL", "REPLACE"])),
             Frame::OK
         );
         assert_eq!(h.run(&["EXISTS", "abs"]), int(0));
@@ -1872,48 +1808,48 @@ mod tests {
 
         // Options and errors.
         assert_eq!(
-            h.run_bytes(&restore("n", "-1", &[])),
+            h.run_arguments(&restore("n", "-1", &[])),
             error("ERR Invalid TTL value, must be >= 0")
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "x", &[])),
+            h.run_arguments(&restore("n", "x", &[])),
             error(errors::NOT_INTEGER)
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "0", &["FOO"])),
+            h.run_arguments(&restore("n", "0", &["FOO"])),
             error("ERR syntax error")
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "0", &["IDLETIME"])),
+            h.run_arguments(&restore("n", "0", &["IDLETIME"])),
             error("ERR syntax error")
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "0", &["IDLETIME", "-1"])),
+            h.run_arguments(&restore("n", "0", &["IDLETIME", "-1"])),
             error(INVALID_IDLETIME)
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "0", &["FREQ", "256"])),
+            h.run_arguments(&restore("n", "0", &["FREQ", "256"])),
             error(INVALID_FREQ)
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "0", &["FREQ", "-1"])),
+            h.run_arguments(&restore("n", "0", &["FREQ", "-1"])),
             error(INVALID_FREQ)
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "0", &["FREQ", "1", "IDLETIME", "1"])),
+            h.run_arguments(&restore("n", "0", &["FREQ", "1", "IDLETIME", "1"])),
             error("ERR syntax error")
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "0", &["IDLETIME", "1", "FREQ", "1"])),
+            h.run_arguments(&restore("n", "0", &["IDLETIME", "1", "FREQ", "1"])),
             error("ERR syntax error")
         );
         assert_eq!(
-            h.run_bytes(&restore("n", "9223372036854775807", &[])),
+            h.run_arguments(&restore("n", "9223372036854775807", &[])),
             error("ERR invalid expire time in 'restore' command")
         );
         // BUSYKEY comes before the TTL check.
         assert_eq!(
-            h.run_bytes(&restore("k", "-1", &[])),
+            h.run_arguments(&restore("k", "-1", &[])),
             error("BUSYKEY Target key name already exists.")
         );
         assert_eq!(h.run(&["EXISTS", "n"]), int(0));
@@ -1927,7 +1863,7 @@ mod tests {
             Bytes::from(bad),
         ];
         assert_eq!(
-            h.run_bytes(&arguments),
+            h.run_arguments(&arguments),
             error("ERR DUMP payload version or checksum are wrong")
         );
         assert_eq!(
@@ -1958,16 +1894,19 @@ mod tests {
             ]
         };
         assert_eq!(
-            h.run_bytes(&arguments("idle", "IDLETIME", "1000")),
+            h.run_arguments(&arguments("idle", "IDLETIME", "1000")),
             Frame::OK
         );
         assert_eq!(h.run(&["OBJECT", "IDLETIME", "idle"]), int(1000));
         // FREQ is ignored under an LRU policy.
-        assert_eq!(h.run_bytes(&arguments("freq", "FREQ", "100")), Frame::OK);
+        assert_eq!(
+            h.run_arguments(&arguments("freq", "FREQ", "100")),
+            Frame::OK
+        );
         assert_eq!(h.run(&["OBJECT", "IDLETIME", "freq"]), int(0));
 
         h.keyspace.config.lfu = true;
-        assert_eq!(h.run_bytes(&arguments("lfu", "FREQ", "100")), Frame::OK);
+        assert_eq!(h.run_arguments(&arguments("lfu", "FREQ", "100")), Frame::OK);
         assert_eq!(h.run(&["OBJECT", "FREQ", "lfu"]), int(100));
     }
 
@@ -1984,7 +1923,7 @@ mod tests {
             Bytes::from_static(b"0"),
             payload,
         ];
-        assert_eq!(h.run_bytes(&arguments), Frame::OK);
+        assert_eq!(h.run_arguments(&arguments), Frame::OK);
         assert_eq!(h.run(&["OBJECT", "ENCODING", "m"]), bulk("int"));
     }
 

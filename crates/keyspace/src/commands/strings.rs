@@ -1941,55 +1941,7 @@ mod tests {
     use super::*;
     use crate::commands::resolve;
 
-    const NOW: u64 = 1_700_000_000_000;
-
-    struct Harness {
-        keyspace: Keyspace,
-        context: Context,
-    }
-
-    impl Harness {
-        fn new() -> Harness {
-            Harness {
-                keyspace: Keyspace::new(16, 7),
-                context: Context::new(NOW, 1),
-            }
-        }
-
-        fn run_bytes(&mut self, words: &[&[u8]]) -> Frame {
-            let arguments: Vec<Bytes> = words
-                .iter()
-                .map(|word| Bytes::copy_from_slice(word))
-                .collect();
-            match resolve(&arguments) {
-                Ok(spec) => self.keyspace.execute(spec, &mut self.context, &arguments),
-                Err(error) => error,
-            }
-        }
-
-        fn run(&mut self, words: &[&str]) -> Frame {
-            let words: Vec<&[u8]> = words.iter().map(|word| word.as_bytes()).collect();
-            self.run_bytes(&words)
-        }
-
-        fn entry(&self, key: &str) -> Option<&crate::Entry> {
-            self.keyspace
-                .db_ref(self.context.db)
-                .peek(key.as_bytes(), self.context.now_ms)
-        }
-
-        fn encoding(&self, key: &str) -> Option<&'static str> {
-            self.entry(key).map(|entry| entry.value.encoding_name())
-        }
-
-        fn expire_at(&self, key: &str) -> Option<u64> {
-            self.entry(key).and_then(|entry| entry.expire_at_ms())
-        }
-
-        fn advance(&mut self, milliseconds: u64) {
-            self.context.now_ms += milliseconds;
-        }
-    }
+    use crate::testing::{Harness, START_MS as NOW};
 
     fn bulk(text: &str) -> Frame {
         Frame::Bulk(Bytes::copy_from_slice(text.as_bytes()))
