@@ -25,6 +25,8 @@ pub struct Options {
     pub requests: Option<u64>,
     /// Keys inserted for the memory comparison.
     pub keys: Option<u64>,
+    /// Runs per table cell; the median is reported (the machine is noisy).
+    pub rounds: Option<u64>,
 }
 
 /// (row label, `redis-benchmark -t` name).
@@ -52,6 +54,7 @@ pub fn run(options: &Options) -> Result<()> {
     let keys = options
         .keys
         .unwrap_or(if options.quick { 100_000 } else { 1_000_000 });
+    let rounds = options.rounds.unwrap_or(if options.quick { 1 } else { 3 });
 
     println!("==> cargo build --release -p node");
     run_checked(
@@ -114,6 +117,7 @@ pub fn run(options: &Options) -> Result<()> {
             &mut slotraft_server,
             &mut redis_server,
             p1_requests,
+            rounds,
         )?;
     }
     {
@@ -170,11 +174,12 @@ fn throughput(
     slotraft: &mut Server,
     redis: &mut Server,
     p1_requests: u64,
+    rounds: u64,
 ) -> Result<()> {
     writeln!(
         report.md,
         "\n## Throughput\n\nredis-benchmark -c {CLIENTS} -r {KEYSPACE}; -n {p1_requests} at -P 1, \
-         -n {} at -P 16.\n",
+         -n {} at -P 16; median of {rounds} runs per cell, alternating which server goes first.\n",
         p1_requests.saturating_mul(10)
     )?;
     writeln!(
@@ -190,34 +195,39 @@ fn throughput(
             } else {
                 p1_requests.saturating_mul(10)
             };
-            // Alternate which server goes first, so neither always gets the cooler machine.
-            let mut order: [&mut Server; 2] = [&mut *slotraft, &mut *redis];
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            round += 1;
-            let mut slotraft_result = None;
-            let mut redis_result = None;
-            for server in order {
-                let result = bench_one(benchmark, server, test, pipeline, requests);
-                match &result {
-                    Ok(sample) => eprintln!(
-                        "   {label:<4} -P {pipeline:<2} {:<8} {:>12.0} rps",
-                        server.kind.name(),
-                        sample.rps
-                    ),
-                    Err(error) => report.fail(format!(
-                        "{label} -P {pipeline} on {}: {error}",
-                        server.kind.name()
-                    )),
+            let mut slotraft_samples = Vec::new();
+            let mut redis_samples = Vec::new();
+            for _ in 0..rounds {
+                // Alternate which server goes first, so neither always gets the cooler
+                // machine.
+                let mut order: [&mut Server; 2] = [&mut *slotraft, &mut *redis];
+                if round % 2 == 1 {
+                    order.reverse();
                 }
-                match server.kind {
-                    Kind::Slotraft => slotraft_result = Some(result),
-                    Kind::Redis => redis_result = Some(result),
+                round += 1;
+                for server in order {
+                    let result = bench_one(benchmark, server, test, pipeline, requests);
+                    match result {
+                        Ok(sample) => {
+                            eprintln!(
+                                "   {label:<4} -P {pipeline:<2} {:<8} {:>12.0} rps",
+                                server.kind.name(),
+                                sample.rps
+                            );
+                            match server.kind {
+                                Kind::Slotraft => slotraft_samples.push(sample),
+                                Kind::Redis => redis_samples.push(sample),
+                            }
+                        }
+                        Err(error) => report.fail(format!(
+                            "{label} -P {pipeline} on {}: {error}",
+                            server.kind.name()
+                        )),
+                    }
                 }
             }
-            let slotraft_sample = slotraft_result.and_then(Result::ok);
-            let redis_sample = redis_result.and_then(Result::ok);
+            let slotraft_sample = median(&slotraft_samples);
+            let redis_sample = median(&redis_samples);
             let ratio = match (slotraft_sample, redis_sample) {
                 (Some(ours), Some(theirs)) if theirs.rps > 0.0 => {
                     format!("{:.2}", ours.rps / theirs.rps)
@@ -235,6 +245,13 @@ fn throughput(
         }
     }
     Ok(())
+}
+
+/// The sample with the median throughput (the upper one of an even count).
+fn median(samples: &[Sample]) -> Option<Sample> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(|left, right| left.rps.total_cmp(&right.rps));
+    sorted.get(sorted.len() / 2).copied()
 }
 
 fn rps_cell(sample: Option<Sample>) -> String {
@@ -535,5 +552,15 @@ mod tests {
     #[test]
     fn splits_quoted_fields() {
         assert_eq!(split_csv(r#""a,b","c""d",e"#), vec!["a,b", "c\"d", "e"]);
+    }
+
+    #[test]
+    fn median_picks_the_middle_throughput() {
+        let sample = |rps| Sample { rps, p50_ms: None };
+        assert_eq!(
+            median(&[sample(3.0), sample(1.0), sample(2.0)]),
+            Some(sample(2.0))
+        );
+        assert_eq!(median(&[]), None);
     }
 }

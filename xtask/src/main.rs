@@ -32,6 +32,7 @@ Subcommands:
              --quick          small runs, a smoke test (noisy numbers)
              --requests N     requests per -P 1 run (default 200000; -P 16 runs use 10*N)
              --keys N         keys inserted for the memory comparison (default 1000000)
+             --rounds N       runs per cell, median reported (default 3; 1 with --quick)
   tools    Install the Redis tools if missing and print their versions.
              --force          run apt-get install even if everything is present
   help     Print this help.
@@ -98,6 +99,7 @@ fn parse(args: &[String]) -> Result<Task, String> {
                     "--quick" => options.quick = true,
                     "--requests" => options.requests = Some(flags.positive_number(&flag)?),
                     "--keys" => options.keys = Some(flags.positive_number(&flag)?),
+                    "--rounds" => options.rounds = Some(flags.positive_number(&flag)?),
                     "-h" | "--help" => return Ok(Task::Help),
                     _ => return Err(format!("unknown option '{flag}' for 'bench'")),
                 }
