@@ -141,16 +141,14 @@ fn run_requests(
             }
         }
         let batch_was_full = batch.len() == BATCH_REQUESTS;
-        // Pays off from a few keys on (a pipeline, or one MSET); for a lone GET it
-        // costs one extra hash.
+        // Pays off from two keys on (a pipeline, or one MSET): a lone key is looked
+        // up right away anyway.
         {
-            let mut keys = batch
-                .iter()
-                .flat_map(|arguments| fixed_keys(arguments))
-                .peekable();
-            if keys.peek().is_some() {
+            let mut keys = batch.iter().flat_map(|arguments| fixed_keys(arguments));
+            if let (Some(first), Some(second)) = (keys.next(), keys.next()) {
                 let store = store.get_or_insert_with(|| shared.store());
-                store.keyspace.prefetch(session.db, keys);
+                let all = [first, second].into_iter().chain(keys);
+                store.keyspace.prefetch(session.db, all);
             }
         }
         for arguments in batch.drain(..) {
