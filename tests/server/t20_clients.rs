@@ -292,7 +292,17 @@ fn config_and_client_commands() {
         .query(&mut connection)
         .unwrap();
     assert_eq!(killed, 1);
-    std::thread::sleep(Duration::from_millis(100));
+    // The kill is asynchronous: wait (bounded) until the server has dropped it.
+    for _ in 0..100 {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut connection)
+            .unwrap();
+        if !list.contains(&format!("id={other_id} ")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(
         redis::cmd("PING").query::<String>(&mut other).is_err(),
         "killed client still served"

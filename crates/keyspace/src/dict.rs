@@ -351,12 +351,6 @@ impl<V> Dict<V> {
             })
         })
     }
-
-    /// Approximate heap bytes used by the table itself (not keys or values).
-    pub fn table_bytes(&self) -> usize {
-        self.buckets.len() * std::mem::size_of::<Option<Box<Node<V>>>>()
-            + self.len * std::mem::size_of::<Node<V>>()
-    }
 }
 
 impl<V> Drop for Dict<V> {

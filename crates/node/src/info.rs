@@ -302,7 +302,6 @@ pub fn reset_stats(shared: &Shared) {
         &stats.rejected_connections,
         &stats.net_input_bytes,
         &stats.net_output_bytes,
-        &stats.expired_keys_active,
     ] {
         counter.store(0, Ordering::Relaxed);
     }

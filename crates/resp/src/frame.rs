@@ -37,10 +37,6 @@ pub enum Frame {
 impl Frame {
     pub const OK: Frame = Frame::Simple(Bytes::from_static(b"OK"));
 
-    pub fn ok() -> Frame {
-        Frame::OK
-    }
-
     pub fn simple(text: &'static str) -> Frame {
         Frame::Simple(Bytes::from_static(text.as_bytes()))
     }

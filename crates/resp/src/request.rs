@@ -71,11 +71,6 @@ impl RequestParser {
         self.limits = limits;
     }
 
-    /// True when part of a request has been consumed and the rest is awaited.
-    pub fn is_mid_request(&self) -> bool {
-        self.remaining > 0
-    }
-
     /// Bytes of the request being read that were already taken from the buffer.
     pub fn pending_bytes(&self) -> usize {
         self.pending_bytes
