@@ -154,3 +154,13 @@ fn object_freq_needs_an_lfu_policy() {
     client.roundtrip(&["SET", "k", "v"], "+OK\r\n");
     client.roundtrip(&["OBJECT", "FREQ", "k"], ":5\r\n");
 }
+
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    let server = Server::start(&["--timeout", "1"]);
+    let mut idle = server.connect();
+    idle.roundtrip(&["PING"], "+PONG\r\n");
+    let started = std::time::Instant::now();
+    assert!(idle.is_closed(), "idle client kept open");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+}

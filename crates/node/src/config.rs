@@ -399,6 +399,12 @@ impl Config {
         self.integer("lfu-decay-time") as u32
     }
 
+    /// `timeout`: close a client idle this long (0 = never).
+    pub fn idle_timeout(&self) -> Option<std::time::Duration> {
+        let seconds = self.integer("timeout");
+        (seconds > 0).then(|| std::time::Duration::from_secs(seconds as u64))
+    }
+
     pub fn io_threads(&self) -> usize {
         self.integer("io-threads").max(1) as usize
     }

@@ -12,6 +12,7 @@ use keyspace::{commands, Context, Handler, Rng};
 use resp::{encode, Frame, RequestLimits, RequestParser};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -43,9 +44,17 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
         if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
             input.reserve(READ_CHUNK_BYTES);
         }
+        let (idle_limit, query_limit) = {
+            let config = shared.config();
+            (config.idle_timeout(), config.client_query_buffer_limit())
+        };
         let read = tokio::select! {
             read = stream.read_buf(&mut input) => read,
             _ = client.killed() => break,
+            _ = idle_deadline(idle_limit) => {
+                tracing::debug!(client = client.id, "closing idle client");
+                break;
+            }
         };
         match read {
             Ok(0) | Err(_) => break,
@@ -70,7 +79,6 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
         if flow == Flow::Close || client.is_killed() {
             break;
         }
-        let query_limit = shared.config().client_query_buffer_limit();
         let buffered = input.len() + parser.pending_bytes();
         client.details().query_buffer_bytes = buffered;
         if buffered > query_limit {
@@ -83,6 +91,14 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
     }
     let _ = stream.shutdown().await;
     shared.clients.unregister(client.id);
+}
+
+/// Resolves after `limit` (the `timeout` parameter); never when there is none.
+async fn idle_deadline(limit: Option<Duration>) {
+    match limit {
+        Some(limit) => tokio::time::sleep(limit).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn limits(shared: &Shared) -> RequestLimits {

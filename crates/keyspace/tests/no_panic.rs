@@ -1,0 +1,115 @@
+//! Every keyspace command, fed random arguments drawn from a vocabulary of keys,
+//! numbers at the edges of their ranges and the options commands look for, must
+//! reply (a value or an error) and never panic.
+
+use bytes::Bytes;
+use keyspace::{commands, Context, Handler, Keyspace};
+use proptest::prelude::*;
+
+const WORDS: &[&str] = &[
+    "k",
+    "k2",
+    "{t}a",
+    "{t}b",
+    "",
+    "0",
+    "1",
+    "-1",
+    "2",
+    "10",
+    "-10",
+    "100000000000",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775808",
+    "1.5",
+    "-0.5",
+    "inf",
+    "-inf",
+    "nan",
+    "1e308",
+    "abc",
+    "EX",
+    "PX",
+    "EXAT",
+    "PXAT",
+    "NX",
+    "XX",
+    "GT",
+    "LT",
+    "GET",
+    "KEEPTTL",
+    "PERSIST",
+    "MATCH",
+    "COUNT",
+    "TYPE",
+    "string",
+    "*",
+    "REPLACE",
+    "ABSTTL",
+    "IDLETIME",
+    "FREQ",
+    "DB",
+    "LEN",
+    "IDX",
+    "MINMATCHLEN",
+    "WITHMATCHLEN",
+    "ASYNC",
+    "SYNC",
+    "ENCODING",
+    "REFCOUNT",
+    "HELP",
+    "INFO",
+    "DOCS",
+    "GETKEYS",
+    "LIST",
+    "FILTERBY",
+    "PATTERN",
+    "ACLCAT",
+    "set",
+    "mset",
+];
+
+fn command_names() -> Vec<String> {
+    let mut names = Vec::new();
+    for spec in commands::all_commands() {
+        match spec.handler {
+            Handler::Keyspace(_) => names.push(spec.name.to_string()),
+            Handler::Container => {
+                for sub in spec.subcommands {
+                    if matches!(sub.handler, Handler::Keyspace(_)) {
+                        names.push(sub.name.replace('|', " "));
+                    }
+                }
+            }
+            Handler::Node => {}
+        }
+    }
+    names
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #[test]
+    fn random_arguments_never_panic(
+        script in proptest::collection::vec(
+            (any::<proptest::sample::Index>(), proptest::collection::vec(0..WORDS.len(), 0..7)),
+            1..40,
+        ),
+        seed in any::<u64>(),
+    ) {
+        let names = command_names();
+        let mut keyspace = Keyspace::new(16, seed);
+        let mut context = Context::new(1_700_000_000_000, seed);
+        for (which, words) in script {
+            let name = which.get(&names);
+            let mut arguments: Vec<Bytes> =
+                name.split(' ').map(|part| Bytes::copy_from_slice(part.as_bytes())).collect();
+            arguments.extend(words.iter().map(|&index| Bytes::from_static(WORDS[index].as_bytes())));
+            if let Ok(spec) = commands::resolve(&arguments) {
+                let _ = keyspace.execute(spec, &mut context, &arguments);
+            }
+            context.now_ms += 7;
+        }
+    }
+}
