@@ -67,6 +67,16 @@ fn debug_digest_tracks_content_not_history() {
         text.starts_with("Value at:") && text.contains("encoding:int"),
         "{text}"
     );
+    client.roundtrip(&["SET", "same", "1"], "+OK\r\n");
+    client.command(&[b"DEBUG", b"DIGEST-VALUE", b"a", b"same", b"missing"]);
+    let Frame::Array(values) = client.read_frame() else {
+        panic!("array")
+    };
+    assert_eq!(values[0], values[1], "equal values, equal digests");
+    assert_eq!(
+        values[2],
+        Frame::bulk("0000000000000000000000000000000000000000")
+    );
     client.roundtrip(&["DEBUG", "SLEEP", "0"], "+OK\r\n");
 }
 

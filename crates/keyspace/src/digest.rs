@@ -37,6 +37,23 @@ pub fn digest(keyspace: &Keyspace, now_ms: u64) -> String {
     to_hex(&total)
 }
 
+/// DEBUG DIGEST-VALUE: the digest of one value (type and content, not the key,
+/// its database or its TTL); all zeros for a missing key, as Redis.
+pub fn value_digest(entry: Option<&Entry>) -> String {
+    let Some(entry) = entry else {
+        return to_hex(&[0u8; DIGEST_BYTES]);
+    };
+    let mut material = Vec::new();
+    for field in [
+        entry.value.type_name().as_bytes(),
+        &dump::encode_body(&entry.value),
+    ] {
+        material.extend_from_slice(&(field.len() as u64).to_le_bytes());
+        material.extend_from_slice(field);
+    }
+    to_hex(&key_hash(&material))
+}
+
 /// What one key contributes to the digest, each field length-prefixed so no two
 /// different keys can produce the same bytes.
 fn key_material(out: &mut Vec<u8>, db_index: usize, key: &[u8], entry: &Entry) {

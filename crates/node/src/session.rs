@@ -379,11 +379,24 @@ fn debug(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
             let store = shared.store();
             bulk_text(keyspace::digest::digest(&store.keyspace, clock::unix_ms()))
         }
+        ("digest-value", _) => {
+            let store = shared.store();
+            let now_ms = clock::unix_ms();
+            let db = store.keyspace.db_ref(session.db);
+            Frame::Array(
+                arguments[2..]
+                    .iter()
+                    .map(|key| bulk_text(keyspace::digest::value_digest(db.peek(key, now_ms))))
+                    .collect(),
+            )
+        }
         ("jmap", _) | ("quicklist-packed-threshold", _) | ("stringmatch-len", _) => Frame::OK,
         ("help", _) => help(&[
             "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "DIGEST",
             "    Output a hex signature representing the current DB content.",
+            "DIGEST-VALUE <key> [<key> ...]",
+            "    Output a hex signature of the values of all the specified keys.",
             "OBJECT <key>",
             "    Show low level info about the key and associated value.",
             "SET-ACTIVE-EXPIRE <0|1>",
