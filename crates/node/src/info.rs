@@ -224,7 +224,11 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                 "total_commands_processed",
                 &stats.total_commands_processed.load(Ordering::Relaxed),
             );
-            line(&mut out, "instantaneous_ops_per_sec", &0);
+            line(
+                &mut out,
+                "instantaneous_ops_per_sec",
+                &stats.instantaneous_ops_per_second.load(Ordering::Relaxed),
+            );
             line(
                 &mut out,
                 "total_net_input_bytes",

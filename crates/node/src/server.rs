@@ -28,6 +28,8 @@ pub struct ServerStats {
     pub rejected_connections: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Commands per second over the last few seconds (INFO instantaneous_ops_per_sec).
+    pub instantaneous_ops_per_second: AtomicU64,
 }
 
 pub struct Shared {
@@ -152,15 +154,75 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<
     Ok(())
 }
 
-/// Runs active expiry `hz` times a second with the current time.
+/// Runs active expiry `hz` times a second with the current time, and samples the
+/// command rate as Redis does (16 samples, at most one every 100 ms).
 async fn active_expiry_loop(shared: Arc<Shared>) {
+    let mut rate = RateSampler::default();
     loop {
         let hz = shared.config().hz();
         tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+        let now_ms = clock::unix_ms();
+        let commands = shared
+            .stats
+            .total_commands_processed
+            .load(Ordering::Relaxed);
+        if let Some(per_second) = rate.sample(now_ms, commands) {
+            shared
+                .stats
+                .instantaneous_ops_per_second
+                .store(per_second, Ordering::Relaxed);
+        }
         if !shared.active_expire_enabled.load(Ordering::Relaxed) {
             continue;
         }
-        let now_ms = clock::unix_ms();
         shared.store().keyspace.active_expire_cycle(now_ms);
+    }
+}
+
+/// Redis's instantaneous metric: the average of the last 16 rates, sampled at most
+/// every 100 ms.
+#[derive(Default)]
+struct RateSampler {
+    previous: Option<(u64, u64)>,
+    rates: [u64; 16],
+    taken: usize,
+}
+
+impl RateSampler {
+    /// Records the counter's value at `now_ms`; returns the new average rate per
+    /// second when a sample was taken.
+    fn sample(&mut self, now_ms: u64, counter: u64) -> Option<u64> {
+        if let Some((previous_ms, previous_counter)) = self.previous {
+            let elapsed_ms = now_ms.saturating_sub(previous_ms);
+            if elapsed_ms < 100 {
+                return None;
+            }
+            let rate = counter.saturating_sub(previous_counter) * 1000 / elapsed_ms;
+            self.rates[self.taken % self.rates.len()] = rate;
+            self.taken += 1;
+        }
+        self.previous = Some((now_ms, counter));
+        let filled = self.taken.min(self.rates.len()) as u64;
+        Some(
+            self.rates
+                .iter()
+                .sum::<u64>()
+                .checked_div(filled)
+                .unwrap_or(0),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RateSampler;
+
+    #[test]
+    fn rate_is_averaged_over_samples() {
+        let mut sampler = RateSampler::default();
+        assert_eq!(sampler.sample(1_000, 0), Some(0));
+        assert_eq!(sampler.sample(1_050, 10), None, "too soon");
+        assert_eq!(sampler.sample(1_100, 100), Some(1000));
+        assert_eq!(sampler.sample(1_200, 100), Some(500));
     }
 }
