@@ -5,3 +5,4 @@ mod t10_protocol;
 mod t20_clients;
 mod t30_redis_cli;
 mod t40_server_commands;
+mod t50_differential;

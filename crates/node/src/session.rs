@@ -142,7 +142,7 @@ pub fn execute(
             "REWRITE",
             "    Rewrite the configuration file.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ]),
         name if name.starts_with("client|") => return client(shared, session, spec, arguments),
         other => Frame::error_owned(format!("ERR unknown command '{other}'")),
@@ -404,7 +404,7 @@ fn debug(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
             "SLEEP <seconds>",
             "    Stop the server for <seconds>. Decimals allowed.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ]),
         _ => Frame::error_owned(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
@@ -521,7 +521,7 @@ fn client(
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
             "HELP",
-            "    Print this help.",
+            "    Prints this help.",
         ]),
         _ => Frame::error(errors::SYNTAX),
     };

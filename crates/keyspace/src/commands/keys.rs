@@ -957,7 +957,7 @@ fn object_help(_: &mut Keyspace, _: &mut Context, _: &[Bytes]) -> Frame {
         "    Return the number of references of the value associated with the specified",
         "    <key>.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     Frame::Array(lines.into_iter().map(status).collect())
 }
@@ -1739,7 +1739,7 @@ mod tests {
             help[0],
             Frame::simple("OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
         );
-        assert_eq!(help.last(), Some(&Frame::simple("    Print this help.")));
+        assert_eq!(help.last(), Some(&Frame::simple("    Prints this help.")));
         assert_eq!(help.len(), 15);
     }
 

@@ -636,7 +636,7 @@ fn command_help(_: &mut Keyspace, _: &mut Context, _: &[Bytes]) -> Frame {
         "GETKEYSANDFLAGS <full-command>",
         "    Return the keys and the access flags from a full Redis command.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     Frame::Array(lines.iter().map(|line| status(line)).collect())
 }
