@@ -2,28 +2,8 @@
 //! session and its exact output is checked. Without a terminal, redis-cli prints
 //! raw values, an empty line for nil, and an empty line after each error.
 
-use slotraft_tests::support::Server;
-use std::io::Write;
-use std::process::{Command, Stdio};
-
-fn redis_cli(port: u16, script: &str) -> String {
-    let mut child = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("redis-cli is installed (cargo xtask ci installs redis-tools)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(script.as_bytes())
-        .expect("write script");
-    let output = child.wait_with_output().expect("redis-cli output");
-    assert!(output.status.success(), "redis-cli failed: {output:?}");
-    String::from_utf8(output.stdout).expect("utf-8 output")
-}
+use slotraft_tests::support::{redis_cli, Server};
+use std::process::Command;
 
 #[test]
 fn scripted_session() {

@@ -3,8 +3,7 @@
 //! Commands whose output depends on hash-table layout (KEYS, SCAN, RANDOMKEY) or on
 //! the server build (COMMAND COUNT, DOCS) stay out of the script.
 
-use slotraft_tests::support::{ScratchDir, Server};
-use std::io::Write;
+use slotraft_tests::support::{redis_cli, ScratchDir, Server};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -160,30 +159,12 @@ impl Drop for RedisServer {
     }
 }
 
-fn run_script(port: u16) -> String {
-    let mut child = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-cli is installed");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(SCRIPT.as_bytes())
-        .expect("script");
-    let output = child.wait_with_output().expect("output");
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 #[test]
 fn replies_match_real_redis() {
     let redis = RedisServer::start();
     let slotraft = Server::start(&[]);
-    let expected = run_script(redis.port);
-    let actual = run_script(slotraft.port);
+    let expected = redis_cli(redis.port, SCRIPT);
+    let actual = redis_cli(slotraft.port, SCRIPT);
     let commands: Vec<&str> = SCRIPT.lines().collect();
     assert!(
         expected.lines().count() > commands.len(),

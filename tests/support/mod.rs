@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -201,4 +202,26 @@ impl Raw {
         let mut byte = [0u8; 1];
         matches!(self.stream.read(&mut byte), Ok(0) | Err(_))
     }
+}
+
+/// Runs `script` through redis-cli (Debian's redis-tools, installed by `cargo xtask
+/// ci`) against `port` and returns what it printed. Without a terminal redis-cli
+/// prints raw values, an empty line for nil, and an empty line after each error.
+pub fn redis_cli(port: u16, script: &str) -> String {
+    let mut child = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("redis-cli is installed (cargo xtask ci installs redis-tools)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("write script");
+    let output = child.wait_with_output().expect("redis-cli output");
+    assert!(output.status.success(), "redis-cli failed: {output:?}");
+    String::from_utf8(output.stdout).expect("utf-8 output")
 }

@@ -8,7 +8,7 @@ use crate::server::{Shared, Store};
 use crate::session::{self, Session};
 use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
-use keyspace::{commands, Context, Handler, Rng};
+use keyspace::{commands, CommandSpec, Context, Handler, Rng};
 use resp::{encode, Frame, RequestLimits, RequestParser};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
@@ -141,14 +141,17 @@ fn run_requests(
         .client
         .last_interaction_ms
         .store(now_ms, Ordering::Relaxed);
-    let mut batch: Vec<Vec<Bytes>> = Vec::with_capacity(BATCH_REQUESTS);
+    let mut batch: Vec<(Vec<Bytes>, Resolved)> = Vec::with_capacity(BATCH_REQUESTS);
     loop {
-        // Parse a batch first, so the memory the batch's keys live in can be
-        // requested all at once (see `Keyspace::prefetch`).
+        // Parse (and resolve against the table) a batch first, so the memory the
+        // batch's keys live in can be requested all at once (`Keyspace::prefetch`).
         let mut parse_error = None;
         while batch.len() < BATCH_REQUESTS {
             match parser.next_request(input) {
-                Ok(Some(arguments)) => batch.push(arguments),
+                Ok(Some(arguments)) => {
+                    let resolved = commands::resolve(&arguments);
+                    batch.push((arguments, resolved));
+                }
                 Ok(None) => break,
                 Err(error) => {
                     parse_error = Some(error);
@@ -160,25 +163,21 @@ fn run_requests(
         // Pays off from two keys on (a pipeline, or one MSET): a lone key is looked
         // up right away anyway.
         {
-            let mut keys = batch.iter().flat_map(|arguments| fixed_keys(arguments));
+            let mut keys = batch
+                .iter()
+                .flat_map(|(arguments, resolved)| fixed_keys(arguments, resolved));
             if let (Some(first), Some(second)) = (keys.next(), keys.next()) {
                 let store = store.get_or_insert_with(|| shared.store());
                 let all = [first, second].into_iter().chain(keys);
                 store.keyspace.prefetch(session.db, all);
             }
         }
-        for arguments in batch.drain(..) {
-            if execute_request(
-                shared,
-                session,
-                parser,
-                output,
-                commands_run,
-                &mut store,
-                now_ms,
-                &arguments,
-            ) == Flow::Close
-            {
+        for (arguments, resolved) in batch.drain(..) {
+            *commands_run += 1;
+            let flow = execute_request(
+                shared, session, parser, output, &mut store, now_ms, &arguments, resolved,
+            );
+            if flow == Flow::Close {
                 return Flow::Close;
             }
         }
@@ -200,9 +199,14 @@ fn run_requests(
 /// Requests parsed ahead of execution.
 const BATCH_REQUESTS: usize = 32;
 
+/// A request's command, or the error that answers it (unknown, wrong arity).
+type Resolved = Result<&'static CommandSpec, Frame>;
+
 /// The keys of a keyspace command at fixed positions (its legacy key range).
-fn fixed_keys(arguments: &[Bytes]) -> impl Iterator<Item = &[u8]> {
-    let range = commands::lookup(&arguments[0])
+fn fixed_keys<'a>(arguments: &'a [Bytes], resolved: &Resolved) -> impl Iterator<Item = &'a [u8]> {
+    let range = resolved
+        .as_ref()
+        .ok()
         .filter(|spec| matches!(spec.handler, Handler::Keyspace(_)))
         .map(|spec| spec.legacy_key_range())
         .filter(|&(first, _, step)| first > 0 && step > 0)
@@ -221,67 +225,64 @@ fn fixed_keys(arguments: &[Bytes]) -> impl Iterator<Item = &[u8]> {
         .filter_map(|index| arguments.get(index).map(|key| &key[..]))
 }
 
-/// Runs one request and appends its reply.
+/// Runs one resolved request and appends its reply.
 #[allow(clippy::too_many_arguments)]
 fn execute_request<'a>(
     shared: &'a Shared,
     session: &mut Session,
     parser: &mut RequestParser,
     output: &mut BytesMut,
-    commands_run: &mut u64,
     store: &mut Option<MutexGuard<'a, Store>>,
     now_ms: u64,
     arguments: &[Bytes],
+    resolved: Resolved,
 ) -> Flow {
-    {
-        *commands_run += 1;
-        let spec = match commands::resolve(arguments) {
-            Ok(spec) => spec,
-            Err(error) => {
-                session.reply(output, &error);
-                return Flow::Continue;
-            }
-        };
-        if !session.authenticated
-            && !spec.has(flags::NO_AUTH)
-            && shared.config().requirepass().is_some()
-        {
-            session.reply(output, &Frame::error("NOAUTH Authentication required."));
+    let spec = match resolved {
+        Ok(spec) => spec,
+        Err(error) => {
+            session.reply(output, &error);
             return Flow::Continue;
         }
-        let reply = match spec.handler {
-            Handler::Keyspace(_) => {
-                let store = store.get_or_insert_with(|| shared.store());
-                let seed = store.rng.next_u64();
-                let mut context = Context {
-                    now_ms,
-                    rng: Rng::new(seed),
-                    db: session.db,
-                    protocol: session.protocol,
-                    cluster_mode: false,
-                };
-                store.keyspace.execute(spec, &mut context, arguments)
-            }
-            Handler::Node | Handler::Container => {
-                // Node commands may take other locks or change limits: release the
-                // keyspace first.
-                *store = None;
-                let (reply, flow) = session::execute(shared, session, spec, arguments);
-                parser.set_limits(limits(shared));
-                if flow == Flow::Close {
-                    if let Some(reply) = reply {
-                        session.reply(output, &reply);
-                    }
-                    return Flow::Close;
-                }
-                match reply {
-                    Some(reply) => reply,
-                    None => return Flow::Continue,
-                }
-            }
-        };
-        session.note_command(spec.name);
-        session.reply(output, &reply);
+    };
+    session.note_command(spec.name);
+    if !session.authenticated
+        && !spec.has(flags::NO_AUTH)
+        && shared.config().requirepass().is_some()
+    {
+        session.reply(output, &Frame::error("NOAUTH Authentication required."));
+        return Flow::Continue;
     }
+    let reply = match spec.handler {
+        Handler::Keyspace(_) => {
+            let store = store.get_or_insert_with(|| shared.store());
+            let seed = store.rng.next_u64();
+            let mut context = Context {
+                now_ms,
+                rng: Rng::new(seed),
+                db: session.db,
+                protocol: session.protocol,
+                cluster_mode: false,
+            };
+            store.keyspace.execute(spec, &mut context, arguments)
+        }
+        Handler::Node | Handler::Container => {
+            // Node commands may take other locks or change limits: release the
+            // keyspace first.
+            *store = None;
+            let (reply, flow) = session::execute(shared, session, spec, arguments);
+            parser.set_limits(limits(shared));
+            if flow == Flow::Close {
+                if let Some(reply) = reply {
+                    session.reply(output, &reply);
+                }
+                return Flow::Close;
+            }
+            match reply {
+                Some(reply) => reply,
+                None => return Flow::Continue,
+            }
+        }
+    };
+    session.reply(output, &reply);
     Flow::Continue
 }

@@ -4,7 +4,6 @@
 use crate::alloc;
 use crate::clock;
 use crate::server::Shared;
-use crate::session::Session;
 use bytes::Bytes;
 use keyspace::args::is_keyword;
 use resp::Frame;
@@ -28,8 +27,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
-pub fn info(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
-    let _ = session;
+pub fn info(shared: &Shared, arguments: &[Bytes]) -> Frame {
     let mut sections: Vec<String> = Vec::new();
     if arguments.len() == 1 {
         sections.extend(DEFAULT_SECTIONS.iter().map(|name| name.to_string()));

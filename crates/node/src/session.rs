@@ -100,7 +100,6 @@ pub fn execute(
     spec: &'static CommandSpec,
     arguments: &[Bytes],
 ) -> (Option<Frame>, Flow) {
-    session.note_command(spec.name);
     let reply = match spec.name {
         "hello" => hello(shared, session, arguments),
         "auth" => auth(shared, session, arguments),
@@ -121,10 +120,10 @@ pub fn execute(
                 bulk_text((micros % 1_000_000).to_string()),
             ])
         }
-        "info" => info::info(shared, session, arguments),
+        "info" => info::info(shared, arguments),
         "shutdown" => return shutdown(shared, arguments),
         "debug" => debug(shared, session, arguments),
-        "config|get" => config_get(shared, session, arguments),
+        "config|get" => config_get(shared, arguments),
         "config|set" => config_set(shared, arguments),
         "config|resetstat" => {
             info::reset_stats(shared);
@@ -306,10 +305,9 @@ fn shutdown(shared: &Shared, arguments: &[Bytes]) -> (Option<Frame>, Flow) {
     (None, Flow::Close)
 }
 
-fn config_get(shared: &Shared, session: &Session, arguments: &[Bytes]) -> Frame {
+fn config_get(shared: &Shared, arguments: &[Bytes]) -> Frame {
     let patterns: Vec<&[u8]> = arguments[2..].iter().map(|pattern| &pattern[..]).collect();
     let found = shared.config().matching(&patterns);
-    let _ = session;
     Frame::Map(
         found
             .into_iter()
