@@ -1,0 +1,11 @@
+//! Raft replication of the keyspace.
+//!
+//! Each shard is one openraft group whose state machine is a
+//! [`keyspace::Keyspace`]. Log entries carry commands with the leader's time and a
+//! seed, so applying them is deterministic on every replica.
+
+pub mod codec;
+pub mod log_store;
+pub mod types;
+
+pub use types::{GroupId, NodeAddr, NodeId, Op, Request, Response, TypeConfig};

@@ -1,0 +1,1 @@
+//! The durable Raft log store (being written).

@@ -1,0 +1,124 @@
+//! The openraft type configuration and the log payload of a shard group.
+
+use std::fmt;
+
+use bytes::{Bytes, BytesMut};
+use resp::{Frame, Protocol};
+use serde::{Deserialize, Serialize};
+
+/// Identifies a node across the whole deployment.
+pub type NodeId = u64;
+
+/// Identifies one Raft group (a shard's replica set) on a node.
+pub type GroupId = u64;
+
+/// Where a node listens: its Raft (gRPC) address and its RESP address.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAddr {
+    /// `host:port` of the node-to-node gRPC listener.
+    pub raft: String,
+    /// `host:port` of the client-facing RESP listener (used in MOVED redirects).
+    pub resp: String,
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "raft={} resp={}", self.raft, self.resp)
+    }
+}
+
+openraft::declare_raft_types!(
+    /// The type configuration shared by every Raft group of slotraft.
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+        NodeId = NodeId,
+        Node = NodeAddr,
+);
+
+/// A log entry's application payload. The leader stamps time and seed; every
+/// replica applies it with exactly these inputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// The leader's wall clock, Unix milliseconds, when it proposed the entry.
+    pub now_ms: u64,
+    /// Seed for everything random in the entry (SPOP, RANDOMKEY, Lua ...).
+    pub seed: u64,
+    pub op: Op,
+}
+
+/// What an entry does to the state machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Commands executed in order, atomically, against database `db`, with
+    /// replies shaped for `resp3`.
+    Exec {
+        db: u32,
+        resp3: bool,
+        commands: Vec<Vec<Bytes>>,
+    },
+    /// Active expiry: delete keys whose deadline is before the entry's time.
+    ExpireTick,
+}
+
+impl Request {
+    pub fn protocol(&self) -> Protocol {
+        match &self.op {
+            Op::Exec { resp3: true, .. } => Protocol::Resp3,
+            _ => Protocol::Resp2,
+        }
+    }
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.op {
+            Op::Exec { db, commands, .. } => {
+                write!(formatter, "exec db={db} commands={} t={}", commands.len(), self.now_ms)
+            }
+            Op::ExpireTick => write!(formatter, "expire-tick t={}", self.now_ms),
+        }
+    }
+}
+
+/// The replies of an applied entry, one per command, handed to the client that
+/// proposed it. Responses never cross the network; their serde form (RESP3
+/// bytes) exists because openraft requires it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Response {
+    pub replies: Vec<Frame>,
+}
+
+impl Serialize for Response {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = BytesMut::new();
+        for reply in &self.replies {
+            resp::encode(reply, Protocol::Resp3, &mut out);
+        }
+        serializer.serialize_bytes(&out)
+    }
+}
+
+impl<'de> Deserialize<'de> for Response {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let bytes: Vec<u8> = serde::de::Deserialize::deserialize(deserializer)?;
+        let mut replies = Vec::new();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            match resp::parse_reply(rest) {
+                Ok(Some((frame, used))) => {
+                    replies.push(frame);
+                    rest = &rest[used..];
+                }
+                _ => return Err(serde::de::Error::custom("malformed response frames")),
+            }
+        }
+        Ok(Response { replies })
+    }
+}
+
+pub type Entry = openraft::alias::EntryOf<TypeConfig>;
+pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
+pub type Vote = openraft::alias::VoteOf<TypeConfig>;
+pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
+pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
