@@ -1,0 +1,349 @@
+//! Node-to-node gRPC: the Raft transport. The only crate that knows protobuf.
+//!
+//! Messages are opaque byte payloads tagged with a Raft group id; the
+//! replication layer encodes openraft's messages itself. One HTTP/2 channel per
+//! peer address is shared by every group, with keepalive (so a connection cut by
+//! a partition is noticed and replaced) and a deadline on every request.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::{Code, Request, Response, Status, Streaming};
+
+mod pb {
+    tonic::include_proto!("slotraft.raft.v1");
+}
+
+use pb::raft_client::RaftClient;
+use pb::raft_server::{Raft, RaftServer};
+use pb::{GroupMessage, SnapshotChunk};
+
+/// Largest message accepted or sent (a batch of log entries, a snapshot chunk).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// The unary Raft calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcKind {
+    AppendEntries,
+    Vote,
+    TransferLeader,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// No connection could be made (nothing listening, connection refused).
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+    /// The deadline passed before a reply.
+    #[error("timeout")]
+    Timeout,
+    /// The peer answered with an error, or the exchange failed midway.
+    #[error("remote: {0}")]
+    Remote(String),
+}
+
+/// Client connection settings.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub connect_timeout: Duration,
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_millis(500),
+            keepalive_interval: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A snapshot's data chunks, as sent.
+pub type ChunkStream = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
+
+/// A snapshot's data chunks, as received.
+pub type IncomingChunks = Pin<Box<dyn Stream<Item = Result<Bytes, RpcError>> + Send>>;
+
+/// Calls Raft RPCs on peers, one cached channel per peer address.
+#[derive(Clone)]
+pub struct RpcClient {
+    options: ClientOptions,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+impl RpcClient {
+    pub fn new(options: ClientOptions) -> Self {
+        RpcClient {
+            options,
+            channels: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The channel to `addr`, created (lazily connecting) on first use.
+    fn channel(&self, addr: &str) -> Result<Channel, RpcError> {
+        let mut channels = self
+            .channels
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(channel) = channels.get(addr) {
+            return Ok(channel.clone());
+        }
+        let channel = self.endpoint(addr)?.connect_lazy();
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    /// The endpoint settings for a peer; a custom connector (a simulated network)
+    /// would call `connect_with_connector_lazy` on it instead.
+    fn endpoint(&self, addr: &str) -> Result<Endpoint, RpcError> {
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|error| RpcError::Unreachable(format!("bad address {addr}: {error}")))?;
+        Ok(endpoint
+            .connect_timeout(self.options.connect_timeout)
+            .http2_keep_alive_interval(self.options.keepalive_interval)
+            .keep_alive_timeout(self.options.keepalive_timeout)
+            .keep_alive_while_idle(true)
+            .tcp_nodelay(true))
+    }
+
+    fn client(&self, addr: &str) -> Result<RaftClient<Channel>, RpcError> {
+        Ok(RaftClient::new(self.channel(addr)?)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES))
+    }
+
+    /// Drops the cached channel to `addr`; the next call reconnects.
+    pub fn forget(&self, addr: &str) {
+        self.channels
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(addr);
+    }
+
+    /// Number of cached channels (one per peer address).
+    pub fn channel_count(&self) -> usize {
+        self.channels
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
+    }
+
+    /// One unary call with a deadline.
+    pub async fn call(
+        &self,
+        addr: &str,
+        kind: RpcKind,
+        group: u64,
+        payload: Bytes,
+        deadline: Duration,
+    ) -> Result<Bytes, RpcError> {
+        let mut client = self.client(addr)?;
+        let mut request = Request::new(GroupMessage {
+            group_id: group,
+            payload,
+        });
+        request.set_timeout(deadline);
+        let call = async move {
+            match kind {
+                RpcKind::AppendEntries => client.append_entries(request).await,
+                RpcKind::Vote => client.vote(request).await,
+                RpcKind::TransferLeader => client.transfer_leader(request).await,
+            }
+        };
+        match tokio::time::timeout(deadline, call).await {
+            Ok(Ok(response)) => Ok(response.into_inner().payload),
+            Ok(Err(status)) => Err(status_error(status)),
+            Err(_) => Err(RpcError::Timeout),
+        }
+    }
+
+    /// Streams a snapshot: `header` in the first chunk, then the data chunks.
+    pub async fn send_snapshot(
+        &self,
+        addr: &str,
+        group: u64,
+        header: Bytes,
+        chunks: ChunkStream,
+        deadline: Duration,
+    ) -> Result<Bytes, RpcError> {
+        let mut client = self.client(addr)?;
+        let first = futures_util::stream::once(async move {
+            SnapshotChunk {
+                group_id: group,
+                header,
+                data: Bytes::new(),
+            }
+        });
+        let rest = chunks.map(move |data| SnapshotChunk {
+            group_id: group,
+            header: Bytes::new(),
+            data,
+        });
+        let mut request = Request::new(first.chain(rest));
+        request.set_timeout(deadline);
+        match tokio::time::timeout(deadline, client.install_snapshot(request)).await {
+            Ok(Ok(response)) => Ok(response.into_inner().payload),
+            Ok(Err(status)) => Err(status_error(status)),
+            Err(_) => Err(RpcError::Timeout),
+        }
+    }
+}
+
+fn status_error(status: Status) -> RpcError {
+    match status.code() {
+        Code::Unavailable => RpcError::Unreachable(status.message().to_string()),
+        Code::DeadlineExceeded | Code::Cancelled => RpcError::Timeout,
+        _ => RpcError::Remote(status.message().to_string()),
+    }
+}
+
+/// What a node does with incoming Raft RPCs.
+pub trait RaftHandler: Send + Sync + 'static {
+    /// A unary call for `group`; `Err` becomes an error status at the caller.
+    fn handle(
+        &self,
+        kind: RpcKind,
+        group: u64,
+        payload: Bytes,
+    ) -> impl Future<Output = Result<Bytes, String>> + Send;
+
+    /// A snapshot for `group`: its header and its data chunks.
+    fn install_snapshot(
+        &self,
+        group: u64,
+        header: Bytes,
+        chunks: IncomingChunks,
+    ) -> impl Future<Output = Result<Bytes, String>> + Send;
+}
+
+struct Service<H> {
+    handler: Arc<H>,
+}
+
+impl<H: RaftHandler> Service<H> {
+    async fn unary(
+        &self,
+        kind: RpcKind,
+        request: Request<GroupMessage>,
+    ) -> Result<Response<GroupMessage>, Status> {
+        let message = request.into_inner();
+        let group_id = message.group_id;
+        match self.handler.handle(kind, group_id, message.payload).await {
+            Ok(payload) => Ok(Response::new(GroupMessage { group_id, payload })),
+            Err(error) => Err(Status::internal(error)),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl<H: RaftHandler> Raft for Service<H> {
+    async fn append_entries(
+        &self,
+        request: Request<GroupMessage>,
+    ) -> Result<Response<GroupMessage>, Status> {
+        self.unary(RpcKind::AppendEntries, request).await
+    }
+
+    async fn vote(&self, request: Request<GroupMessage>) -> Result<Response<GroupMessage>, Status> {
+        self.unary(RpcKind::Vote, request).await
+    }
+
+    async fn transfer_leader(
+        &self,
+        request: Request<GroupMessage>,
+    ) -> Result<Response<GroupMessage>, Status> {
+        self.unary(RpcKind::TransferLeader, request).await
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<Streaming<SnapshotChunk>>,
+    ) -> Result<Response<GroupMessage>, Status> {
+        let mut stream = request.into_inner();
+        let first = match stream.message().await? {
+            Some(first) => first,
+            None => return Err(Status::invalid_argument("empty snapshot stream")),
+        };
+        let group_id = first.group_id;
+        let leading = if first.data.is_empty() {
+            None
+        } else {
+            Some(Ok(first.data))
+        };
+        let rest = stream.map(move |chunk| match chunk {
+            Ok(chunk) if chunk.group_id == group_id => Ok(chunk.data),
+            Ok(_) => Err(RpcError::Remote("snapshot chunk for another group".into())),
+            Err(status) => Err(status_error(status)),
+        });
+        let chunks: IncomingChunks = Box::pin(futures_util::stream::iter(leading).chain(rest));
+        match self
+            .handler
+            .install_snapshot(group_id, first.header, chunks)
+            .await
+        {
+            Ok(payload) => Ok(Response::new(GroupMessage { group_id, payload })),
+            Err(error) => Err(Status::internal(error)),
+        }
+    }
+}
+
+fn server() -> Server {
+    Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(1)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(2)))
+        .tcp_nodelay(true)
+}
+
+fn service<H: RaftHandler>(handler: Arc<H>) -> RaftServer<Service<H>> {
+    RaftServer::new(Service { handler })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+/// Serves the Raft service on `listener` until `shutdown` resolves.
+pub async fn serve<H: RaftHandler>(
+    listener: tokio::net::TcpListener,
+    handler: Arc<H>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RpcError> {
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|stream| {
+        if let Ok(stream) = &stream {
+            let _ = stream.set_nodelay(true);
+        }
+        stream
+    });
+    serve_with_incoming(incoming, handler, shutdown).await
+}
+
+/// Serves the Raft service over any stream of connections (the seam a simulated
+/// network plugs into).
+pub async fn serve_with_incoming<H, S, IO, E>(
+    incoming: S,
+    handler: Arc<H>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), RpcError>
+where
+    H: RaftHandler,
+    S: Stream<Item = Result<IO, E>> + Send + 'static,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    server()
+        .add_service(service(handler))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(|error| RpcError::Remote(error.to_string()))
+}

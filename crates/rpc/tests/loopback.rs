@@ -1,0 +1,126 @@
+//! The Raft transport over loopback: every call kind, snapshot streams, errors,
+//! deadlines, and one channel per peer shared by all groups.
+
+use futures_util::StreamExt;
+use rpc::{Bytes, ClientOptions, IncomingChunks, RaftHandler, RpcClient, RpcError, RpcKind};
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Echo;
+
+impl RaftHandler for Echo {
+    async fn handle(&self, kind: RpcKind, group: u64, payload: Bytes) -> Result<Bytes, String> {
+        match &payload[..] {
+            b"fail" => Err("refused on purpose".to_string()),
+            b"slow" => {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok(payload)
+            }
+            _ => Ok(Bytes::from(format!(
+                "{kind:?}/{group}/{}",
+                String::from_utf8_lossy(&payload)
+            ))),
+        }
+    }
+
+    async fn install_snapshot(
+        &self,
+        group: u64,
+        header: Bytes,
+        mut chunks: IncomingChunks,
+    ) -> Result<Bytes, String> {
+        let mut all = format!("{group}/{}/", String::from_utf8_lossy(&header)).into_bytes();
+        let mut count = 0;
+        while let Some(chunk) = chunks.next().await {
+            all.extend_from_slice(&chunk.map_err(|error| error.to_string())?);
+            count += 1;
+        }
+        all.extend_from_slice(format!("/{count}").as_bytes());
+        Ok(Bytes::from(all))
+    }
+}
+
+async fn start() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(rpc::serve(listener, Arc::new(Echo), std::future::pending()));
+    address
+}
+
+const DEADLINE: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unary_calls_carry_kind_group_and_payload() {
+    let address = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    for (kind, expected) in [
+        (RpcKind::AppendEntries, "AppendEntries/7/hello"),
+        (RpcKind::Vote, "Vote/7/hello"),
+        (RpcKind::TransferLeader, "TransferLeader/7/hello"),
+    ] {
+        let reply = client
+            .call(&address, kind, 7, Bytes::from_static(b"hello"), DEADLINE)
+            .await
+            .unwrap();
+        assert_eq!(&reply[..], expected.as_bytes());
+    }
+    // Another group reuses the same channel.
+    let reply = client
+        .call(&address, RpcKind::Vote, 8, Bytes::from_static(b"x"), DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(&reply[..], b"Vote/8/x");
+    assert_eq!(client.channel_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_stream_in_chunks() {
+    let address = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    let chunks = futures_util::stream::iter(vec![
+        Bytes::from_static(b"aa"),
+        Bytes::from_static(b"bb"),
+        Bytes::from_static(b"cc"),
+    ]);
+    let reply = client
+        .send_snapshot(&address, 3, Bytes::from_static(b"head"), Box::pin(chunks), DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(&reply[..], b"3/head/aabbcc/3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_timeouts_and_unreachable_peers() {
+    let address = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    let error = client
+        .call(&address, RpcKind::Vote, 1, Bytes::from_static(b"fail"), DEADLINE)
+        .await
+        .unwrap_err();
+    assert!(matches!(&error, RpcError::Remote(text) if text == "refused on purpose"), "{error:?}");
+
+    let error = client
+        .call(
+            &address,
+            RpcKind::AppendEntries,
+            1,
+            Bytes::from_static(b"slow"),
+            Duration::from_millis(200),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RpcError::Timeout), "{error:?}");
+
+    // A port nothing listens on.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let started = std::time::Instant::now();
+    let error = client
+        .call(&closed, RpcKind::Vote, 1, Bytes::from_static(b"x"), DEADLINE)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RpcError::Unreachable(_)), "{error:?}");
+    assert!(started.elapsed() < DEADLINE, "refused connections fail fast");
+}
