@@ -1,0 +1,236 @@
+//! Log store: restart, crash recovery (torn and corrupt records), segments,
+//! purge, group commit.
+
+use super::*;
+use crate::types::{Op, Request};
+use openraft::entry::RaftEntry;
+use openraft::testing::log_id;
+use openraft::type_config::TypeConfigExt;
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(label: &str) -> Scratch {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "slotraft-log-{label}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        Scratch(path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn entry(term: u64, index: u64) -> Entry {
+    let request = Request {
+        now_ms: index * 10,
+        seed: index,
+        op: Op::Exec {
+            db: 0,
+            resp3: false,
+            commands: vec![vec![
+                bytes::Bytes::from_static(b"SET"),
+                bytes::Bytes::from(format!("key:{index}")),
+                bytes::Bytes::from(vec![b'v'; 40]),
+            ]],
+        },
+    };
+    Entry::new_normal(log_id::<TypeConfig>(term, 1, index), request)
+}
+
+async fn append(store: &mut LogStore, entries: Vec<Entry>) {
+    let (sender, receiver) = TypeConfig::oneshot();
+    store
+        .append(entries, IOFlushed::signal(sender))
+        .await
+        .unwrap();
+    receiver.await.unwrap().unwrap();
+}
+
+async fn indexes(store: &mut LogStore) -> Vec<u64> {
+    store
+        .try_get_log_entries(..)
+        .await
+        .unwrap()
+        .iter()
+        .map(|entry| entry.log_id.index)
+        .collect()
+}
+
+fn options(segment_bytes: u64) -> LogStoreOptions {
+    LogStoreOptions {
+        segment_bytes,
+        ..LogStoreOptions::default()
+    }
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[tokio::test]
+async fn state_survives_a_restart() {
+    let scratch = Scratch::new("restart");
+    let vote = Vote::new_committed(3, 2);
+    {
+        let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+        append(&mut store, (1..=30).map(|index| entry(1, index)).collect()).await;
+        store.truncate_after(Some(log_id::<TypeConfig>(1, 1, 25))).await.unwrap();
+        append(&mut store, (26..=28).map(|index| entry(2, index)).collect()).await;
+        store.purge(log_id::<TypeConfig>(1, 1, 10)).await.unwrap();
+        store.save_vote(&vote).await.unwrap();
+        store
+            .save_committed(Some(log_id::<TypeConfig>(2, 1, 27)))
+            .await
+            .unwrap();
+    }
+    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (11..=28).collect::<Vec<_>>());
+    let state = store.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, Some(log_id::<TypeConfig>(1, 1, 10)));
+    assert_eq!(state.last_log_id, Some(log_id::<TypeConfig>(2, 1, 28)));
+    assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+    let entries = store.try_get_log_entries(26..27).await.unwrap();
+    assert_eq!(entries[0], entry(2, 26));
+    // The committed id is persisted lazily (advisory); the vote is not.
+    let committed = store.read_committed().await.unwrap();
+    assert!(committed.is_none() || committed == Some(log_id::<TypeConfig>(2, 1, 27)));
+}
+
+#[tokio::test]
+async fn a_torn_tail_is_cut_at_the_last_whole_record() {
+    let scratch = Scratch::new("torn");
+    {
+        let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+        append(&mut store, (1..=20).map(|index| entry(1, index)).collect()).await;
+    }
+    let segment = segments(&scratch.0).pop().unwrap();
+    let length = std::fs::metadata(&segment).unwrap().len();
+    // Cut the file in the middle of the last record.
+    let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    file.set_len(length - 7).unwrap();
+    drop(file);
+
+    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=19).collect::<Vec<_>>());
+    // The store appends again right after the last good record.
+    append(&mut store, vec![entry(2, 20), entry(2, 21)]).await;
+    drop(store);
+    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=21).collect::<Vec<_>>());
+    let last = store.try_get_log_entries(21..22).await.unwrap();
+    assert_eq!(last[0], entry(2, 21));
+}
+
+#[tokio::test]
+async fn a_flipped_byte_ends_the_log_before_that_record() {
+    let scratch = Scratch::new("flip");
+    {
+        let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+        append(&mut store, (1..=60).map(|index| entry(1, index)).collect()).await;
+    }
+    let files = segments(&scratch.0);
+    assert!(files.len() >= 3, "small segments roll: {files:?}");
+    // Damage a payload byte of the second segment's third record.
+    let target = &files[1];
+    let mut data = std::fs::read(target).unwrap();
+    let first_index: u64 = target
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let record = data.len() / files_records(&data);
+    data[record * 2 + 20] ^= 0x40;
+    std::fs::write(target, &data).unwrap();
+
+    let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+    let expected: Vec<u64> = (1..first_index + 2).collect();
+    assert_eq!(indexes(&mut store).await, expected);
+    // Later segments are gone, so new appends continue cleanly.
+    assert_eq!(segments(&scratch.0).len(), 2);
+    append(&mut store, vec![entry(3, first_index + 2)]).await;
+    drop(store);
+    let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+    assert_eq!(indexes(&mut store).await.last(), Some(&(first_index + 2)));
+}
+
+/// Records in a segment whose records all have the same size.
+fn files_records(data: &[u8]) -> usize {
+    let length = u32::from_le_bytes(data[..4].try_into().unwrap()) as usize;
+    data.len() / (length + RECORD_HEADER_BYTES)
+}
+
+#[tokio::test]
+async fn purge_removes_whole_segments_only() {
+    let scratch = Scratch::new("purge");
+    let mut store = LogStore::open(&scratch.0, options(1000)).await.unwrap();
+    append(&mut store, (1..=50).map(|index| entry(1, index)).collect()).await;
+    let before = segments(&scratch.0).len();
+    assert!(before > 3);
+    store.purge(log_id::<TypeConfig>(1, 1, 30)).await.unwrap();
+    let after = segments(&scratch.0);
+    assert!(after.len() < before);
+    // The oldest remaining segment still holds entry 31.
+    let oldest: u64 = after[0].file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    assert!(oldest <= 31, "segment {oldest} left entry 31 without a file");
+    assert_eq!(indexes(&mut store).await, (31..=50).collect::<Vec<_>>());
+    drop(store);
+    let mut store = LogStore::open(&scratch.0, options(1000)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (31..=50).collect::<Vec<_>>());
+    // Truncating everything after a purge leaves an empty log that continues.
+    store.truncate_after(Some(log_id::<TypeConfig>(1, 1, 30))).await.unwrap();
+    assert!(indexes(&mut store).await.is_empty());
+    append(&mut store, vec![entry(4, 31)]).await;
+    drop(store);
+    let mut store = LogStore::open(&scratch.0, options(1000)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, vec![31]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_share_fsyncs() {
+    let scratch = Scratch::new("group");
+    let store = LogStore::open(&scratch.0, options(64 << 20)).await.unwrap();
+    // Submit many appends without waiting for each flush, then wait for all.
+    let mut waits = Vec::new();
+    let mut writer = store.clone();
+    for index in 1..=400 {
+        let (sender, receiver) = TypeConfig::oneshot();
+        writer
+            .append(vec![entry(1, index)], IOFlushed::signal(sender))
+            .await
+            .unwrap();
+        waits.push(receiver);
+    }
+    for wait in waits {
+        wait.await.unwrap().unwrap();
+    }
+    let fsyncs = store.fsync_count();
+    assert!(fsyncs < 400, "{fsyncs} fsyncs for 400 appends");
+    let mut reader = store.clone();
+    assert_eq!(indexes(&mut reader).await.len(), 400);
+}
+
+#[tokio::test]
+async fn appends_must_be_contiguous() {
+    let scratch = Scratch::new("gap");
+    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    append(&mut store, vec![entry(1, 1), entry(1, 2)]).await;
+    let (sender, _receiver) = TypeConfig::oneshot();
+    let result = store.append(vec![entry(1, 5)], IOFlushed::signal(sender)).await;
+    assert!(result.is_err());
+}
