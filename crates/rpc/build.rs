@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        // The client is built on a `Channel` we configure; no generated `connect`.
+        .build_transport(false)
         .bytes(".")
         .compile_fds(descriptors)?;
     Ok(())

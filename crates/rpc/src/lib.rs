@@ -166,35 +166,62 @@ impl RpcClient {
     }
 
     /// Streams a snapshot: `header` in the first chunk, then the data chunks.
-    pub async fn send_snapshot(
+    /// The returned future owns what it uses (it may be spawned).
+    pub fn send_snapshot(
         &self,
         addr: &str,
         group: u64,
         header: Bytes,
         chunks: ChunkStream,
         deadline: Duration,
-    ) -> Result<Bytes, RpcError> {
-        let mut client = self.client(addr)?;
-        let first = futures_util::stream::once(async move {
-            SnapshotChunk {
-                group_id: group,
-                header,
-                data: Bytes::new(),
-            }
-        });
-        let rest = chunks.map(move |data| SnapshotChunk {
-            group_id: group,
-            header: Bytes::new(),
-            data,
-        });
-        let mut request = Request::new(first.chain(rest));
-        request.set_timeout(deadline);
-        match tokio::time::timeout(deadline, client.install_snapshot(request)).await {
-            Ok(Ok(response)) => Ok(response.into_inner().payload),
-            Ok(Err(status)) => Err(status_error(status)),
-            Err(_) => Err(RpcError::Timeout),
-        }
+    ) -> Pin<Box<dyn Future<Output = Result<Bytes, RpcError>> + Send + 'static>> {
+        let client = self.client(addr);
+        Box::pin(async move {
+            let mut client = client?;
+            // Chunks travel through a channel: a concrete stream type keeps the
+            // request future provably Send (a boxed stream trips the compiler's
+            // higher-ranked lifetime check inside tonic's client streaming).
+            let (sender, receiver) = tokio::sync::mpsc::channel(4);
+            let mut stream = snapshot_stream(group, header, chunks);
+            let feeder = tokio::spawn(async move {
+                while let Some(chunk) = stream.next().await {
+                    if sender.send(chunk).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut request = Request::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
+            request.set_timeout(deadline);
+            let result =
+                match tokio::time::timeout(deadline, client.install_snapshot(request)).await {
+                    Ok(Ok(response)) => Ok(response.into_inner().payload),
+                    Ok(Err(status)) => Err(status_error(status)),
+                    Err(_) => Err(RpcError::Timeout),
+                };
+            feeder.abort();
+            result
+        })
     }
+}
+
+/// The outgoing chunk stream: the header first, then the data. A free function
+/// with no lifetimes, so the stream is `'static` as tonic requires.
+fn snapshot_stream(
+    group: u64,
+    header: Bytes,
+    chunks: ChunkStream,
+) -> Pin<Box<dyn Stream<Item = SnapshotChunk> + Send>> {
+    let first = futures_util::stream::iter([SnapshotChunk {
+        group_id: group,
+        header,
+        data: Bytes::new(),
+    }]);
+    let rest = chunks.map(move |data| SnapshotChunk {
+        group_id: group,
+        header: Bytes::new(),
+        data,
+    });
+    Box::pin(first.chain(rest))
 }
 
 fn status_error(status: Status) -> RpcError {
@@ -341,9 +368,10 @@ where
         + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    // A single service needs no router: served directly, every path goes to
+    // it (unknown methods get `Unimplemented`).
     server()
-        .add_service(service(handler))
-        .serve_with_incoming_shutdown(incoming, shutdown)
+        .serve_with_incoming_shutdown(service(handler), incoming, shutdown)
         .await
         .map_err(|error| RpcError::Remote(error.to_string()))
 }

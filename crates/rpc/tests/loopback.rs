@@ -29,6 +29,9 @@ impl RaftHandler for Echo {
         header: Bytes,
         mut chunks: IncomingChunks,
     ) -> Result<Bytes, String> {
+        if &header[..] == b"fail" {
+            return Err("snapshot refused".to_string());
+        }
         let mut all = format!("{group}/{}/", String::from_utf8_lossy(&header)).into_bytes();
         let mut count = 0;
         while let Some(chunk) = chunks.next().await {
@@ -66,7 +69,13 @@ async fn unary_calls_carry_kind_group_and_payload() {
     }
     // Another group reuses the same channel.
     let reply = client
-        .call(&address, RpcKind::Vote, 8, Bytes::from_static(b"x"), DEADLINE)
+        .call(
+            &address,
+            RpcKind::Vote,
+            8,
+            Bytes::from_static(b"x"),
+            DEADLINE,
+        )
         .await
         .unwrap();
     assert_eq!(&reply[..], b"Vote/8/x");
@@ -83,7 +92,13 @@ async fn snapshots_stream_in_chunks() {
         Bytes::from_static(b"cc"),
     ]);
     let reply = client
-        .send_snapshot(&address, 3, Bytes::from_static(b"head"), Box::pin(chunks), DEADLINE)
+        .send_snapshot(
+            &address,
+            3,
+            Bytes::from_static(b"head"),
+            Box::pin(chunks),
+            DEADLINE,
+        )
         .await
         .unwrap();
     assert_eq!(&reply[..], b"3/head/aabbcc/3");
@@ -94,10 +109,19 @@ async fn errors_timeouts_and_unreachable_peers() {
     let address = start().await;
     let client = RpcClient::new(ClientOptions::default());
     let error = client
-        .call(&address, RpcKind::Vote, 1, Bytes::from_static(b"fail"), DEADLINE)
+        .call(
+            &address,
+            RpcKind::Vote,
+            1,
+            Bytes::from_static(b"fail"),
+            DEADLINE,
+        )
         .await
         .unwrap_err();
-    assert!(matches!(&error, RpcError::Remote(text) if text == "refused on purpose"), "{error:?}");
+    assert!(
+        matches!(&error, RpcError::Remote(text) if text == "refused on purpose"),
+        "{error:?}"
+    );
 
     let error = client
         .call(
@@ -118,9 +142,126 @@ async fn errors_timeouts_and_unreachable_peers() {
     };
     let started = std::time::Instant::now();
     let error = client
-        .call(&closed, RpcKind::Vote, 1, Bytes::from_static(b"x"), DEADLINE)
+        .call(
+            &closed,
+            RpcKind::Vote,
+            1,
+            Bytes::from_static(b"x"),
+            DEADLINE,
+        )
         .await
         .unwrap_err();
     assert!(matches!(error, RpcError::Unreachable(_)), "{error:?}");
-    assert!(started.elapsed() < DEADLINE, "refused connections fail fast");
+    assert!(
+        started.elapsed() < DEADLINE,
+        "refused connections fail fast"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_edge_cases() {
+    let address = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    // A header and no data chunks at all.
+    let reply = client
+        .send_snapshot(
+            &address,
+            4,
+            Bytes::from_static(b"only"),
+            Box::pin(futures_util::stream::empty()),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(&reply[..], b"4/only//0");
+    // The handler refuses the snapshot.
+    let chunks = futures_util::stream::iter(vec![Bytes::from_static(b"zz")]);
+    let error = client
+        .send_snapshot(
+            &address,
+            4,
+            Bytes::from_static(b"fail"),
+            Box::pin(chunks),
+            DEADLINE,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RpcError::Remote(text) if text == "snapshot refused"),
+        "{error:?}"
+    );
+    // Snapshots and unary calls to one peer share its channel.
+    assert_eq!(client.channel_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_are_per_peer_and_forgettable() {
+    let first = start().await;
+    let second = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    for group in 0..4 {
+        for address in [&first, &second] {
+            client
+                .call(
+                    address,
+                    RpcKind::AppendEntries,
+                    group,
+                    Bytes::new(),
+                    DEADLINE,
+                )
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(client.channel_count(), 2);
+    // Clones share the cache.
+    assert_eq!(client.clone().channel_count(), 2);
+
+    client.forget(&first);
+    assert_eq!(client.channel_count(), 1);
+    let reply = client
+        .call(
+            &first,
+            RpcKind::Vote,
+            9,
+            Bytes::from_static(b"again"),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(&reply[..], b"Vote/9/again");
+    assert_eq!(client.channel_count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_returns_after_shutdown() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(rpc::serve(listener, Arc::new(Echo), async move {
+        let _ = stopped.await;
+    }));
+    let client = RpcClient::new(ClientOptions::default());
+    client
+        .call(&address, RpcKind::Vote, 1, Bytes::new(), DEADLINE)
+        .await
+        .unwrap();
+    stop.send(()).unwrap();
+    tokio::time::timeout(DEADLINE, server)
+        .await
+        .expect("serve returns once shut down")
+        .unwrap()
+        .unwrap();
+    // The listener is closed: a client without a cached connection is refused.
+    let error = RpcClient::new(ClientOptions::default())
+        .call(&address, RpcKind::Vote, 1, Bytes::new(), DEADLINE)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RpcError::Unreachable(_)), "{error:?}");
+    // The old client's connection was closed under it: the call fails (as
+    // `Unreachable`, or as `Timeout` when hyper reports the request cancelled).
+    client
+        .call(&address, RpcKind::Vote, 1, Bytes::new(), DEADLINE)
+        .await
+        .unwrap_err();
 }
