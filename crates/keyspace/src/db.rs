@@ -5,7 +5,9 @@
 //! **Architecture Invariant:** a key whose expiry time is in the past (`now_ms >
 //! expire_at_ms`, strictly, as Redis) is never returned; the lookup that finds it
 //! deletes it (lazy expiry), and [`Db::active_expire_cycle`] reclaims the ones nobody
-//! touches.
+//! touches. [`Db::get_mut_live`], [`Db::peek`] and [`Db::random_key_live`] skip
+//! expired keys without deleting them, for reads that must not change replicated
+//! state.
 
 use crate::dict::{Dict, Lookup};
 use crate::rng::Rng;
@@ -40,11 +42,25 @@ impl Entry {
     }
 }
 
+/// See [`Db::layout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DbLayout {
+    /// Buckets of the key table.
+    pub key_buckets: u64,
+    /// Buckets of the table of keys with a TTL.
+    pub expire_buckets: u64,
+    /// Where the next active-expiry step resumes.
+    pub expire_cursor: u64,
+}
+
 /// Keys examined per active-expiry step, as Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP.
 const ACTIVE_EXPIRE_KEYS_PER_STEP: usize = 20;
 /// Keep going while more than this percentage of the examined keys had expired.
 const ACTIVE_EXPIRE_ACCEPTABLE_STALE_PERCENT: usize = 10;
 
+/// Cloning copies the tables exactly (layout included) and the expiry cursor, so a
+/// clone behaves as the original under the same commands.
+#[derive(Clone)]
 pub struct Db {
     keys: Dict<Entry>,
     /// Keys that have an expiry time, for active expiry.
@@ -93,6 +109,14 @@ impl Db {
             }
             Lookup::Missing => None,
         }
+    }
+
+    /// Looks a key up without deleting it: an expired key reads as absent but
+    /// stays until a write or expiry through the log removes it.
+    pub fn get_mut_live(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        self.keys
+            .get_mut(key)
+            .filter(|entry| !entry.is_expired(now_ms))
     }
 
     /// See [`Dict::prefetch`].
@@ -230,6 +254,63 @@ impl Db {
         })
     }
 
+    /// Every stored key and entry, expired or not, in table order.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.keys.iter()
+    }
+
+    /// The hash key of the key table (the table of keys with a TTL uses it with its
+    /// halves swapped, see [`Db::new`]).
+    pub fn hash_key(&self) -> (u64, u64) {
+        self.keys.hash_key()
+    }
+
+    /// What besides the entries decides how this database behaves: table sizes
+    /// (they depend on history, not only on the key count) and where active expiry
+    /// resumes.
+    pub fn layout(&self) -> DbLayout {
+        DbLayout {
+            key_buckets: self.keys.bucket_count() as u64,
+            expire_buckets: self.expires.bucket_count() as u64,
+            expire_cursor: self.expire_cursor,
+        }
+    }
+
+    /// Adds an entry while rebuilding a database from a snapshot, in the original's
+    /// table order; errors on a duplicate key.
+    pub(crate) fn restore_entry(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        expire_at_ms: Option<u64>,
+        access: u32,
+    ) -> Result<(), String> {
+        if self.keys.contains_key(key) {
+            return Err(format!("duplicate key {:?}", String::from_utf8_lossy(key)));
+        }
+        let mut entry = Entry::new(value);
+        entry.expire_at_ms = expire_at_ms.unwrap_or(0);
+        entry.access = access;
+        self.keys.push_back_new(key, entry);
+        if expire_at_ms.is_some() {
+            self.expires.push_back_new(key, ());
+        }
+        Ok(())
+    }
+
+    /// Finishes a rebuild: gives the tables the original's sizes (and with them,
+    /// for the key table, its exact layout) and sets the expiry cursor.
+    pub(crate) fn restore_layout(&mut self, layout: DbLayout) -> Result<(), String> {
+        self.keys
+            .restore_bucket_count(layout.key_buckets)
+            .map_err(|error| format!("key table: {error}"))?;
+        self.expires
+            .restore_bucket_count(layout.expire_buckets)
+            .map_err(|error| format!("expiry table: {error}"))?;
+        self.expire_cursor = layout.expire_cursor;
+        Ok(())
+    }
+
     /// Every live key and entry, in table order.
     pub fn iter(&self, now_ms: u64) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.keys
@@ -254,6 +335,24 @@ impl Db {
         self.keys
             .random_entry(|| rng.next_u64())
             .map(|(key, _)| key.to_vec())
+    }
+
+    /// A random live key without deleting anything: up to 100 fair picks, then (when
+    /// they all hit expired keys) a uniform pick among the live keys by a full
+    /// pass. None when no key is live.
+    pub fn random_key_live(&self, now_ms: u64, rng: &mut Rng) -> Option<Vec<u8>> {
+        for _ in 0..100 {
+            let (key, entry) = self.keys.random_entry(|| rng.next_u64())?;
+            if !entry.is_expired(now_ms) {
+                return Some(key.to_vec());
+            }
+        }
+        let live = self.iter(now_ms).count();
+        if live == 0 {
+            return None;
+        }
+        let chosen = rng.below(live as u64) as usize;
+        self.iter(now_ms).nth(chosen).map(|(key, _)| key.to_vec())
     }
 
     /// One active-expiry pass: examines keys with a TTL in scan order, deletes the

@@ -15,6 +15,7 @@ use std::hash::Hasher;
 /// compares bytes already in the cache line it loaded.
 const INLINE_KEY_BYTES: usize = 22;
 
+#[derive(Clone)]
 enum KeyBytes {
     Inline {
         length: u8,
@@ -340,6 +341,85 @@ impl<V> Dict<V> {
         }
     }
 
+    /// The SipHash key the table hashes with.
+    pub fn hash_key(&self) -> (u64, u64) {
+        self.hash_key
+    }
+
+    /// Appends a key known to be absent at the tail of its chain, growing the table
+    /// as [`Dict::insert_new`] would but keeping every chain in arrival order.
+    ///
+    /// Used to rebuild a table from another's iteration order: once the entries
+    /// are all in, [`Dict::restore_bucket_count`] with the original's bucket count
+    /// gives the original's exact layout (same buckets, same chain order).
+    pub(crate) fn push_back_new(&mut self, key: &[u8], value: V) {
+        debug_assert!(!self.contains_key(key));
+        if self.len >= self.buckets.len() {
+            self.resize_in_order((self.buckets.len() * 2).max(INITIAL_BUCKETS));
+        }
+        let bucket = self.bucket_of(key);
+        self.append(
+            bucket,
+            Box::new(Node {
+                key: KeyBytes::new(key),
+                value,
+                next: None,
+            }),
+        );
+        self.len += 1;
+    }
+
+    /// Sets the bucket count of a table filled by [`Dict::push_back_new`] to
+    /// `bucket_count`, keeping chains in arrival order. Refuses counts no table
+    /// holding `len()` keys can have: zero unless empty, not a power of two, below
+    /// the initial size or the key count, or far above what shrinking allows.
+    pub(crate) fn restore_bucket_count(&mut self, bucket_count: u64) -> Result<(), String> {
+        let len = self.len as u64;
+        let largest = (INITIAL_BUCKETS as u64).max(len.saturating_mul(16));
+        let valid = if bucket_count == 0 {
+            len == 0
+        } else {
+            bucket_count.is_power_of_two()
+                && bucket_count >= INITIAL_BUCKETS as u64
+                && bucket_count >= len
+                && bucket_count <= largest
+        };
+        let bucket_count = match usize::try_from(bucket_count) {
+            Ok(count) if valid => count,
+            _ => return Err(format!("bucket count {bucket_count} for {len} keys")),
+        };
+        if bucket_count == 0 {
+            self.buckets = Vec::new();
+        } else if bucket_count != self.buckets.len() {
+            self.resize_in_order(bucket_count);
+        }
+        Ok(())
+    }
+
+    /// Rehashes into `bucket_count` buckets, appending each node at the tail of its
+    /// new chain in old table order (so chains keep their relative order).
+    fn resize_in_order(&mut self, bucket_count: usize) {
+        debug_assert!(bucket_count.is_power_of_two());
+        let old = std::mem::take(&mut self.buckets);
+        self.buckets.resize_with(bucket_count, || None);
+        for mut chain in old {
+            while let Some(mut node) = chain {
+                chain = node.next.take();
+                let bucket = self.bucket_of(node.key.as_slice());
+                self.append(bucket, node);
+            }
+        }
+    }
+
+    /// Links `node` (whose `next` is empty) at the tail of `bucket`'s chain.
+    fn append(&mut self, bucket: usize, node: Box<Node<V>>) {
+        let mut link = &mut self.buckets[bucket];
+        while let Some(current) = link {
+            link = &mut current.next;
+        }
+        *link = Some(node);
+    }
+
     /// Every entry, in bucket order (deterministic for a given hash key and history).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &V)> {
         self.buckets.iter().flat_map(|bucket| {
@@ -351,6 +431,35 @@ impl<V> Dict<V> {
             })
         })
     }
+}
+
+/// Copies the table exactly: same hash key, bucket count and chain order, so the
+/// copy scans, picks and resizes as the original would.
+impl<V: Clone> Clone for Dict<V> {
+    fn clone(&self) -> Self {
+        Dict {
+            buckets: self.buckets.iter().map(clone_chain).collect(),
+            len: self.len,
+            hash_key: self.hash_key,
+        }
+    }
+}
+
+/// A copy of one chain, in order, built iteratively (no recursion on long chains).
+fn clone_chain<V: Clone>(head: &Option<Box<Node<V>>>) -> Option<Box<Node<V>>> {
+    let mut copy = None;
+    let mut tail = &mut copy;
+    let mut node = head.as_deref();
+    while let Some(current) = node {
+        let appended = tail.insert(Box::new(Node {
+            key: current.key.clone(),
+            value: current.value.clone(),
+            next: None,
+        }));
+        tail = &mut appended.next;
+        node = current.next.as_deref();
+    }
+    copy
 }
 
 impl<V> Drop for Dict<V> {

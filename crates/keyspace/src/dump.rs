@@ -85,15 +85,21 @@ pub fn verify_payload(payload: &[u8]) -> Result<&[u8], BadPayload> {
 /// The type byte and serialized value, without the footer.
 pub fn encode_body(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
+    encode_body_into(&mut out, value);
+    out
+}
+
+/// [`encode_body`], appending to `out` (lets a caller reuse one buffer for many
+/// values, as the snapshot writer does).
+pub(crate) fn encode_body_into(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::String(string) => {
             out.push(type_byte::STRING);
             let data = string.as_cow();
-            put_length(&mut out, data.len() as u64);
+            put_length(out, data.len() as u64);
             out.extend_from_slice(&data);
         }
     }
-    out
 }
 
 /// Decodes a type byte and serialized value; the whole input must be consumed.
@@ -117,7 +123,7 @@ pub fn decode_body(body: &[u8]) -> Result<Value, BadPayload> {
 }
 
 /// Appends `length` as an unsigned LEB128 varint.
-fn put_length(out: &mut Vec<u8>, mut length: u64) {
+pub(crate) fn put_length(out: &mut Vec<u8>, mut length: u64) {
     loop {
         let low = (length & 0x7F) as u8;
         length >>= 7;
@@ -133,28 +139,40 @@ struct Reader<'a> {
     data: &'a [u8],
 }
 
+/// Reads an unsigned LEB128 varint that fits a `u64`, in its shortest form, one
+/// byte at a time from `next_byte` (None: no more bytes). None when the bytes run
+/// out, the value overflows or the encoding is overlong.
+pub(crate) fn decode_varint(mut next_byte: impl FnMut() -> Option<u8>) -> Option<u64> {
+    let mut value: u64 = 0;
+    for index in 0..10u32 {
+        let byte = next_byte()?;
+        let bits = (byte & 0x7F) as u64;
+        let shift = index * 7;
+        if shift == 63 && bits > 1 {
+            return None;
+        }
+        value |= bits << shift;
+        if byte & 0x80 == 0 {
+            if byte == 0 && index > 0 {
+                // Overlong encoding: one payload, one spelling.
+                return None;
+            }
+            return Some(value);
+        }
+    }
+    None
+}
+
 impl<'a> Reader<'a> {
     /// A LEB128 varint that fits a `usize`, in its shortest form.
     fn length(&mut self) -> Result<usize, BadPayload> {
-        let mut value: u64 = 0;
-        for index in 0..10u32 {
-            let (&byte, rest) = self.data.split_first().ok_or(BadPayload)?;
+        let value = decode_varint(|| {
+            let (&byte, rest) = self.data.split_first()?;
             self.data = rest;
-            let bits = (byte & 0x7F) as u64;
-            let shift = index * 7;
-            if shift == 63 && bits > 1 {
-                return Err(BadPayload);
-            }
-            value |= bits << shift;
-            if byte & 0x80 == 0 {
-                if byte == 0 && index > 0 {
-                    // Overlong encoding: one payload, one spelling.
-                    return Err(BadPayload);
-                }
-                return usize::try_from(value).map_err(|_| BadPayload);
-            }
-        }
-        Err(BadPayload)
+            Some(byte)
+        })
+        .ok_or(BadPayload)?;
+        usize::try_from(value).map_err(|_| BadPayload)
     }
 
     fn take(&mut self, count: usize) -> Result<&'a [u8], BadPayload> {

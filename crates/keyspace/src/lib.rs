@@ -16,12 +16,13 @@ pub mod errors;
 pub mod glob;
 mod keyspace;
 pub mod rng;
+pub mod snapshot;
 #[cfg(test)]
 mod testing;
 pub mod value;
 
 pub use command::{CommandSpec, Handler};
-pub use db::{Db, Entry};
+pub use db::{Db, DbLayout, Entry};
 pub use keyspace::{Context, Keyspace, KeyspaceConfig, Stats};
 pub use rng::Rng;
 pub use value::{StringValue, Value};
@@ -39,6 +40,14 @@ impl Keyspace {
         arguments: &[Bytes],
     ) -> Frame {
         match spec.handler {
+            // A write runs through the log with the entry's time on every replica
+            // alike, so it may always reclaim the expired keys it meets.
+            Handler::Keyspace(run) if spec.is_write() && !context.lazy_expire => {
+                context.lazy_expire = true;
+                let reply = run(self, context, arguments);
+                context.lazy_expire = false;
+                reply
+            }
             Handler::Keyspace(run) => run(self, context, arguments),
             Handler::Node | Handler::Container => {
                 Frame::error_owned(format!("ERR command '{}' is not available here", spec.name))

@@ -383,12 +383,7 @@ fn read_untouched<'a>(
     context: &Context,
     key: &[u8],
 ) -> Option<(&'a Keyspace, &'a Entry)> {
-    let found = keyspace.db(context.db).get(key, context.now_ms).is_some();
-    if !found {
-        keyspace.stats.keyspace_misses += 1;
-        return None;
-    }
-    keyspace.stats.keyspace_hits += 1;
+    keyspace.read_untouched(context, key)?;
     let keyspace: &'a Keyspace = keyspace;
     let entry = keyspace.db_ref(context.db).peek(key, context.now_ms)?;
     Some((keyspace, entry))
@@ -831,6 +826,13 @@ fn scan(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 fn randomkey(keyspace: &mut Keyspace, context: &mut Context, _: &[Bytes]) -> Frame {
     let now_ms = context.now_ms;
     let db = keyspace.db(context.db);
+    if !context.lazy_expire {
+        // Nothing may be reclaimed here, and an expired key is never the answer.
+        return match db.random_key_live(now_ms, &mut context.rng) {
+            Some(key) => Frame::Bulk(Bytes::from(key)),
+            None => Frame::Null,
+        };
+    }
     // Each unlucky pick reclaims expired keys, so this ends: with a live key or
     // with an empty database.
     loop {

@@ -297,6 +297,24 @@ pub const COMMANDS: &[CommandSpec] = &[
             "A container for server configuration commands.",
         )
     },
+    CommandSpec {
+        group: "cluster",
+        ..node(
+            "readonly",
+            1,
+            LOADING | STALE | FAST,
+            "Enables read-only queries for a connection to a Redis Cluster replica node.",
+        )
+    },
+    CommandSpec {
+        group: "cluster",
+        ..node(
+            "readwrite",
+            1,
+            LOADING | STALE | FAST,
+            "Enables read-write queries for a connection to a Redis Cluster replica node.",
+        )
+    },
     node(
         "time",
         1,
