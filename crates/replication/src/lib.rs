@@ -5,7 +5,10 @@
 //! seed, so applying them is deterministic on every replica.
 
 pub mod codec;
+pub mod group;
 pub mod log_store;
+pub mod network;
+pub mod state_machine;
 pub mod types;
 
 pub use types::{GroupId, NodeAddr, NodeId, Op, Request, Response, TypeConfig};

@@ -74,7 +74,12 @@ impl fmt::Display for Request {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.op {
             Op::Exec { db, commands, .. } => {
-                write!(formatter, "exec db={db} commands={} t={}", commands.len(), self.now_ms)
+                write!(
+                    formatter,
+                    "exec db={db} commands={} t={}",
+                    commands.len(),
+                    self.now_ms
+                )
             }
             Op::ExpireTick => write!(formatter, "expire-tick t={}", self.now_ms),
         }

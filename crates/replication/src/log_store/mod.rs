@@ -251,7 +251,13 @@ impl RaftLogReader<TypeConfig> for LogStore {
         }
         let skip = (from - first) as usize;
         let take = (end - from).min(memory.entries.len() as u64) as usize;
-        Ok(memory.entries.iter().skip(skip).take(take).cloned().collect())
+        Ok(memory
+            .entries
+            .iter()
+            .skip(skip)
+            .take(take)
+            .cloned()
+            .collect())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
@@ -312,7 +318,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
     }
 
-    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> Result<(), io::Error>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<TypeConfig>,
+    ) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -561,7 +571,9 @@ impl Disk {
         for callback in flushed {
             match &failure {
                 None => callback.io_completed(Ok(())),
-                Some(error) => callback.io_completed(Err(io::Error::new(error.kind(), error.to_string()))),
+                Some(error) => {
+                    callback.io_completed(Err(io::Error::new(error.kind(), error.to_string())))
+                }
             }
         }
     }
@@ -581,7 +593,13 @@ impl Disk {
         let mut buffer = Vec::new();
         for (index, payload) in records {
             let segment = self.segment_for(*index)?;
-            if segment != self.current.as_ref().map(|(first, _)| *first).unwrap_or(u64::MAX) {
+            if segment
+                != self
+                    .current
+                    .as_ref()
+                    .map(|(first, _)| *first)
+                    .unwrap_or(u64::MAX)
+            {
                 unreachable_segment()?;
             }
             if self.positions.is_empty() {
@@ -604,7 +622,11 @@ impl Disk {
     /// The open segment to append entry `index` to, rolling to a new one when the
     /// current is full.
     fn segment_for(&mut self, index: u64) -> io::Result<u64> {
-        let last = self.segments.iter().next_back().map(|(first, length)| (*first, *length));
+        let last = self
+            .segments
+            .iter()
+            .next_back()
+            .map(|(first, length)| (*first, *length));
         match last {
             Some((first, length)) if length < self.segment_bytes => {
                 if self.current.as_ref().map(|(open, _)| *open) != Some(first) {
@@ -636,7 +658,11 @@ impl Disk {
         } else {
             self.positions[(index - self.positions_base) as usize]
         };
-        let later: Vec<u64> = self.segments.range(segment + 1..).map(|(first, _)| *first).collect();
+        let later: Vec<u64> = self
+            .segments
+            .range(segment + 1..)
+            .map(|(first, _)| *first)
+            .collect();
         for first in later {
             self.fs.remove(&self.dir.join(segment_name(first)))?;
             self.segments.remove(&first);

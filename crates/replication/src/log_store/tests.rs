@@ -88,7 +88,10 @@ async fn state_survives_a_restart() {
     {
         let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
         append(&mut store, (1..=30).map(|index| entry(1, index)).collect()).await;
-        store.truncate_after(Some(log_id::<TypeConfig>(1, 1, 25))).await.unwrap();
+        store
+            .truncate_after(Some(log_id::<TypeConfig>(1, 1, 25)))
+            .await
+            .unwrap();
         append(&mut store, (26..=28).map(|index| entry(2, index)).collect()).await;
         store.purge(log_id::<TypeConfig>(1, 1, 10)).await.unwrap();
         store.save_vote(&vote).await.unwrap();
@@ -100,7 +103,10 @@ async fn state_survives_a_restart() {
     let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
     assert_eq!(indexes(&mut store).await, (11..=28).collect::<Vec<_>>());
     let state = store.get_log_state().await.unwrap();
-    assert_eq!(state.last_purged_log_id, Some(log_id::<TypeConfig>(1, 1, 10)));
+    assert_eq!(
+        state.last_purged_log_id,
+        Some(log_id::<TypeConfig>(1, 1, 10))
+    );
     assert_eq!(state.last_log_id, Some(log_id::<TypeConfig>(2, 1, 28)));
     assert_eq!(store.read_vote().await.unwrap(), Some(vote));
     let entries = store.try_get_log_entries(26..27).await.unwrap();
@@ -120,7 +126,10 @@ async fn a_torn_tail_is_cut_at_the_last_whole_record() {
     let segment = segments(&scratch.0).pop().unwrap();
     let length = std::fs::metadata(&segment).unwrap().len();
     // Cut the file in the middle of the last record.
-    let file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
     file.set_len(length - 7).unwrap();
     drop(file);
 
@@ -186,14 +195,26 @@ async fn purge_removes_whole_segments_only() {
     let after = segments(&scratch.0);
     assert!(after.len() < before);
     // The oldest remaining segment still holds entry 31.
-    let oldest: u64 = after[0].file_stem().unwrap().to_str().unwrap().parse().unwrap();
-    assert!(oldest <= 31, "segment {oldest} left entry 31 without a file");
+    let oldest: u64 = after[0]
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        oldest <= 31,
+        "segment {oldest} left entry 31 without a file"
+    );
     assert_eq!(indexes(&mut store).await, (31..=50).collect::<Vec<_>>());
     drop(store);
     let mut store = LogStore::open(&scratch.0, options(1000)).await.unwrap();
     assert_eq!(indexes(&mut store).await, (31..=50).collect::<Vec<_>>());
     // Truncating everything after a purge leaves an empty log that continues.
-    store.truncate_after(Some(log_id::<TypeConfig>(1, 1, 30))).await.unwrap();
+    store
+        .truncate_after(Some(log_id::<TypeConfig>(1, 1, 30)))
+        .await
+        .unwrap();
     assert!(indexes(&mut store).await.is_empty());
     append(&mut store, vec![entry(4, 31)]).await;
     drop(store);
@@ -231,6 +252,8 @@ async fn appends_must_be_contiguous() {
     let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
     append(&mut store, vec![entry(1, 1), entry(1, 2)]).await;
     let (sender, _receiver) = TypeConfig::oneshot();
-    let result = store.append(vec![entry(1, 5)], IOFlushed::signal(sender)).await;
+    let result = store
+        .append(vec![entry(1, 5)], IOFlushed::signal(sender))
+        .await;
     assert!(result.is_err());
 }

@@ -1,0 +1,259 @@
+//! Hosting Raft groups on a node: opening a group (log store, state machine,
+//! openraft) and dispatching incoming RPCs to the right group.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use keyspace::Keyspace;
+use openraft::{Config, SnapshotPolicy};
+use rpc::{IncomingChunks, RaftHandler, RpcClient, RpcKind};
+use serde::Serialize;
+
+use crate::codec;
+use crate::log_store::{LogStore, LogStoreOptions};
+use crate::network::{NetworkFactory, SnapshotHeader, VoteMessage};
+use crate::state_machine::{ApplyObserver, SharedState, SnapshotFile, StateMachine};
+use crate::types::{GroupId, NodeId, TypeConfig};
+
+/// The openraft handle of a group.
+pub type Raft = openraft::Raft<TypeConfig, StateMachine>;
+
+/// How a group is opened.
+#[derive(Clone)]
+pub struct GroupOptions {
+    pub node_id: NodeId,
+    pub group: GroupId,
+    /// The group's directory: `log/` and `snapshot/` live under it.
+    pub dir: PathBuf,
+    /// fsync every commit batch (the default) or leave it to the OS.
+    pub fsync: bool,
+    pub heartbeat_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot (and compact the log) after this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot, for followers slightly behind.
+    pub keep_behind_snapshot: u64,
+    /// An empty keyspace with the group's hash seed and configuration.
+    pub keyspace: Keyspace,
+    /// Seeds this replica's source of entry seeds (used when it leads).
+    pub seed: u64,
+}
+
+impl GroupOptions {
+    pub fn new(node_id: NodeId, group: GroupId, dir: PathBuf, keyspace: Keyspace) -> Self {
+        GroupOptions {
+            node_id,
+            group,
+            dir,
+            fsync: true,
+            heartbeat_ms: 50,
+            election_timeout_min_ms: 300,
+            election_timeout_max_ms: 600,
+            snapshot_every: 50_000,
+            keep_behind_snapshot: 5_000,
+            keyspace,
+            seed: group,
+        }
+    }
+
+    fn raft_config(&self) -> io::Result<Config> {
+        let config = Config {
+            cluster_name: format!("group-{}", self.group),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.keep_behind_snapshot,
+            install_snapshot_timeout: 10_000,
+            max_payload_entries: 4096,
+            ..Default::default()
+        };
+        config
+            .validate()
+            .map_err(|error| io::Error::other(error.to_string()))
+    }
+}
+
+/// One Raft group hosted on this node.
+#[derive(Clone)]
+pub struct ShardGroup {
+    pub id: GroupId,
+    pub node_id: NodeId,
+    pub raft: Raft,
+    pub state: SharedState,
+    pub log: LogStore,
+    snapshot_dir: PathBuf,
+}
+
+impl ShardGroup {
+    /// Opens (or creates) the group's storage and starts its Raft node.
+    pub async fn open(
+        options: GroupOptions,
+        client: RpcClient,
+        observer: Option<Arc<dyn ApplyObserver>>,
+    ) -> io::Result<ShardGroup> {
+        let config = Arc::new(options.raft_config()?);
+        let log_options = LogStoreOptions {
+            fsync: options.fsync,
+            ..LogStoreOptions::default()
+        };
+        let log = LogStore::open(&options.dir.join("log"), log_options).await?;
+        let snapshot_dir = options.dir.join("snapshot");
+        let mut state_machine =
+            StateMachine::open(&snapshot_dir, options.keyspace.clone(), options.seed)?;
+        if let Some(observer) = observer {
+            state_machine.set_observer(observer);
+        }
+        let state = state_machine.state();
+        let network = NetworkFactory::new(client, options.group);
+        let raft = Raft::new(options.node_id, config, network, log.clone(), state_machine)
+            .await
+            .map_err(|error| io::Error::other(error.to_string()))?;
+        Ok(ShardGroup {
+            id: options.group,
+            node_id: options.node_id,
+            raft,
+            state,
+            log,
+            snapshot_dir,
+        })
+    }
+
+    /// A copy of the group's latest Raft metrics.
+    pub fn metrics(&self) -> openraft::RaftMetrics<TypeConfig> {
+        use openraft::async_runtime::WatchReceiver;
+        self.raft.metrics().borrow_watched().clone()
+    }
+}
+
+/// The groups hosted on this node, by id; serves the node's Raft RPCs.
+#[derive(Default)]
+pub struct Registry {
+    groups: RwLock<BTreeMap<GroupId, ShardGroup>>,
+    incoming: AtomicU64,
+}
+
+impl Registry {
+    pub fn new() -> Arc<Registry> {
+        Arc::new(Registry::default())
+    }
+
+    pub fn insert(&self, group: ShardGroup) {
+        self.groups
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(group.id, group);
+    }
+
+    pub fn remove(&self, id: GroupId) -> Option<ShardGroup> {
+        self.groups
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&id)
+    }
+
+    pub fn get(&self, id: GroupId) -> Option<ShardGroup> {
+        self.groups
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    fn group(&self, id: GroupId) -> Result<ShardGroup, String> {
+        self.get(id)
+            .ok_or_else(|| format!("group {id} is not hosted here"))
+    }
+}
+
+fn reply<T: Serialize>(result: Result<T, String>) -> Bytes {
+    Bytes::from(codec::encode(&result))
+}
+
+impl RaftHandler for Registry {
+    async fn handle(&self, kind: RpcKind, group: u64, payload: Bytes) -> Result<Bytes, String> {
+        let group = match self.group(group) {
+            Ok(group) => group,
+            Err(error) => return Err(error),
+        };
+        let raft = &group.raft;
+        let bad = |error: io::Error| format!("bad request: {error}");
+        Ok(match kind {
+            RpcKind::AppendEntries => {
+                let request = codec::decode(&payload).map_err(bad)?;
+                reply(
+                    raft.append_entries(request)
+                        .await
+                        .map_err(|e| e.to_string()),
+                )
+            }
+            RpcKind::Vote => match codec::decode::<VoteMessage>(&payload).map_err(bad)? {
+                VoteMessage::Vote(request) => {
+                    reply(raft.vote(request).await.map_err(|e| e.to_string()))
+                }
+                VoteMessage::PreVote(request) => {
+                    reply(raft.pre_vote(request).await.map_err(|e| e.to_string()))
+                }
+            },
+            RpcKind::TransferLeader => {
+                let request = codec::decode(&payload).map_err(bad)?;
+                reply(
+                    raft.handle_transfer_leader(request)
+                        .await
+                        .map_err(|e| e.to_string()),
+                )
+            }
+        })
+    }
+
+    async fn install_snapshot(
+        &self,
+        group: u64,
+        header: Bytes,
+        mut chunks: IncomingChunks,
+    ) -> Result<Bytes, String> {
+        let group = self.group(group)?;
+        let header: SnapshotHeader =
+            codec::decode(&header).map_err(|error| format!("bad snapshot header: {error}"))?;
+        let tag = self.incoming.fetch_add(1, Ordering::Relaxed);
+        let path = StateMachine::incoming_path(&group.snapshot_dir, tag);
+        let received = receive_file(&path, &mut chunks).await;
+        if let Err(error) = received {
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("receiving snapshot: {error}"));
+        }
+        let snapshot = openraft::Snapshot {
+            meta: header.meta,
+            snapshot: SnapshotFile { path: path.clone() },
+        };
+        let result = group
+            .raft
+            .install_full_snapshot(header.vote, snapshot)
+            .await
+            .map_err(|error| error.to_string());
+        // Installed snapshots are renamed into place; anything left is stale.
+        let _ = std::fs::remove_file(&path);
+        Ok(reply(result))
+    }
+}
+
+async fn receive_file(path: &Path, chunks: &mut IncomingChunks) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|error| io::Error::other(error.to_string()))?;
+        file.write_all(&chunk)?;
+    }
+    let file = file.into_inner().map_err(|error| error.into_error())?;
+    file.sync_all()
+}
+
+/// Default deadline for one Raft RPC (heartbeats and appends).
+pub const RPC_DEADLINE: Duration = Duration::from_millis(1000);

@@ -1,0 +1,359 @@
+//! The state machine of a shard group: the keyspace, applied deterministically.
+//!
+//! Applying an entry uses only what the entry carries: the commands, the leader's
+//! time and a seed. Entry time is made monotonic (`max(entry time, last applied
+//! time)`), so a new leader whose clock is behind never moves expiry backwards.
+//!
+//! Snapshots: [`StateMachine::get_snapshot_builder`] clones the keyspace under the
+//! lock (the copy-on-write step; writes wait only for the copy) and serializes the
+//! copy in the builder, off the apply path. A snapshot file is:
+//!
+//! ```text
+//! +-------------+-------------------+--------------------+-------------------------+
+//! | "SLRFSMETA" | meta length u32LE | meta (postcard)    | crc32 of meta u32 LE    |
+//! +-------------+-------------------+--------------------+-------------------------+
+//! | keyspace snapshot (keyspace::snapshot format: versioned, CRC-64 checked)       |
+//! +--------------------------------------------------------------------------------+
+//! ```
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::{Stream, StreamExt};
+use keyspace::{Context, Keyspace, Rng};
+use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
+use openraft::EntryPayload;
+use resp::Frame;
+
+use crate::types::{LogId, Op, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
+
+const META_MAGIC: &[u8; 9] = b"SLRFSMETA";
+const MAX_META_BYTES: u32 = 64 << 20;
+
+/// Everything the state machine owns, behind one lock shared with the node,
+/// which reads the keyspace directly for (linearized) reads.
+pub struct ShardState {
+    pub keyspace: Keyspace,
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership,
+    /// Time of the latest applied entry (Unix ms); entry times never go backwards.
+    pub log_time_ms: u64,
+    /// The leader's source of entry seeds. Local to this replica, not replicated
+    /// state: only the seeds it draws travel, inside entries.
+    pub rng: Rng,
+}
+
+/// The lock around [`ShardState`].
+pub type SharedState = Arc<Mutex<ShardState>>;
+
+/// Locks the shared state, recovering from a poisoned lock (a panic elsewhere must
+/// not wedge the shard; the state itself is only changed by whole commands).
+pub fn lock(state: &SharedState) -> MutexGuard<'_, ShardState> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Notified after every applied batch (blocking-command wake-ups and the like).
+pub trait ApplyObserver: Send + Sync + 'static {
+    fn applied(&self, state: &ShardState);
+}
+
+/// A snapshot as openraft moves it around: a file on local disk.
+#[derive(Debug, Clone)]
+pub struct SnapshotFile {
+    pub path: PathBuf,
+}
+
+/// The openraft state machine over a [`SharedState`].
+pub struct StateMachine {
+    state: SharedState,
+    /// An empty keyspace with the group's hash seed and configuration.
+    template: Keyspace,
+    dir: PathBuf,
+    current: Option<(SnapshotMeta, PathBuf)>,
+    observer: Option<Arc<dyn ApplyObserver>>,
+}
+
+impl StateMachine {
+    /// Opens the state machine whose snapshots live in `dir`, loading the newest
+    /// snapshot found there (if any).
+    pub fn open(dir: &Path, template: Keyspace, rng_seed: u64) -> io::Result<StateMachine> {
+        std::fs::create_dir_all(dir)?;
+        let current_path = dir.join("current.snap");
+        let rng = Rng::new(rng_seed);
+        let (state, current) = if current_path.exists() {
+            let (meta, keyspace) = read_snapshot_file(&current_path, &template)?;
+            let state = ShardState {
+                keyspace,
+                last_applied: meta.last_log_id,
+                membership: meta.last_membership.clone(),
+                log_time_ms: 0,
+                rng,
+            };
+            (state, Some((meta, current_path)))
+        } else {
+            let state = ShardState {
+                keyspace: template.clone(),
+                last_applied: None,
+                membership: StoredMembership::default(),
+                log_time_ms: 0,
+                rng,
+            };
+            (state, None)
+        };
+        // Leftovers of an interrupted build or install.
+        for entry in std::fs::read_dir(dir)?.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().ends_with(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        Ok(StateMachine {
+            state: Arc::new(Mutex::new(state)),
+            template,
+            dir: dir.to_path_buf(),
+            current,
+            observer: None,
+        })
+    }
+
+    /// The shared state, for the node's read path.
+    pub fn state(&self) -> SharedState {
+        self.state.clone()
+    }
+
+    pub fn set_observer(&mut self, observer: Arc<dyn ApplyObserver>) {
+        self.observer = Some(observer);
+    }
+
+    /// A fresh path for a snapshot being received from the leader.
+    pub fn incoming_path(dir: &Path, tag: u64) -> PathBuf {
+        dir.join(format!("incoming-{tag}.tmp"))
+    }
+}
+
+/// Applies one request to the state: deterministic in (state, request).
+pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
+    let now_ms = request.now_ms.max(state.log_time_ms);
+    state.log_time_ms = now_ms;
+    match &request.op {
+        Op::ExpireTick => {
+            state.keyspace.active_expire_cycle(now_ms);
+            Response::default()
+        }
+        Op::Exec {
+            db,
+            resp3: _,
+            commands,
+        } => {
+            let mut context = Context::new(now_ms, request.seed);
+            context.db = (*db as usize).min(state.keyspace.dbs().len().saturating_sub(1));
+            context.protocol = request.protocol();
+            let mut replies = Vec::with_capacity(commands.len());
+            for arguments in commands {
+                let reply = match keyspace::commands::resolve(arguments) {
+                    Ok(spec) => state.keyspace.execute(spec, &mut context, arguments),
+                    Err(error) => error,
+                };
+                replies.push(reply);
+            }
+            Response { replies }
+        }
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotFile;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        let state = lock(&self.state);
+        Ok((state.last_applied, state.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + Send,
+    {
+        let mut pending = Vec::new();
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            let response = {
+                let mut state = lock(&self.state);
+                state.last_applied = Some(entry.log_id);
+                match &entry.payload {
+                    EntryPayload::Blank => Response::default(),
+                    EntryPayload::Normal(request) => apply_request(&mut state, request),
+                    EntryPayload::Membership(membership) => {
+                        state.membership =
+                            StoredMembership::new(Some(entry.log_id), membership.clone());
+                        Response::default()
+                    }
+                }
+            };
+            if let Some(responder) = responder {
+                pending.push((responder, response));
+            }
+        }
+        if let Some(observer) = &self.observer {
+            observer.applied(&lock(&self.state));
+        }
+        for (responder, response) in pending {
+            responder.send(response);
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        let state = lock(&self.state);
+        SnapshotBuilder {
+            keyspace: Some(state.keyspace.clone()),
+            meta: SnapshotMeta {
+                last_log_id: state.last_applied,
+                last_membership: state.membership.clone(),
+            },
+            dir: self.dir.clone(),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: SnapshotFile,
+    ) -> Result<(), io::Error> {
+        let (_, keyspace) = read_snapshot_file(&snapshot.path, &self.template)?;
+        let current = self.dir.join("current.snap");
+        if snapshot.path != current {
+            std::fs::rename(&snapshot.path, &current)?;
+            sync_dir(&self.dir)?;
+        }
+        {
+            let mut state = lock(&self.state);
+            state.keyspace = keyspace;
+            state.last_applied = meta.last_log_id;
+            state.membership = meta.last_membership.clone();
+        }
+        self.current = Some((meta.clone(), current));
+        if let Some(observer) = &self.observer {
+            observer.applied(&lock(&self.state));
+        }
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<openraft::alias::SnapshotOf<TypeConfig, SnapshotFile>>, io::Error> {
+        // A builder may have produced a newer file since; the file is authoritative.
+        let current = self.dir.join("current.snap");
+        if !current.exists() {
+            return Ok(None);
+        }
+        let meta = read_meta(&mut BufReader::new(File::open(&current)?))?;
+        self.current = Some((meta.clone(), current.clone()));
+        Ok(Some(openraft::Snapshot {
+            meta,
+            snapshot: SnapshotFile { path: current },
+        }))
+    }
+}
+
+/// Serializes a copy of the keyspace taken at snapshot time.
+pub struct SnapshotBuilder {
+    keyspace: Option<Keyspace>,
+    meta: SnapshotMeta,
+    dir: PathBuf,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotFile;
+
+    async fn build_snapshot(
+        &mut self,
+    ) -> Result<openraft::alias::SnapshotOf<TypeConfig, SnapshotFile>, io::Error> {
+        let keyspace = self
+            .keyspace
+            .take()
+            .ok_or_else(|| io::Error::other("snapshot builder used twice"))?;
+        let index = self.meta.last_log_id.map(|id| id.index).unwrap_or(0);
+        let tmp = self.dir.join(format!("build-{index}.tmp"));
+        write_snapshot_file(&tmp, &self.meta, &keyspace)?;
+        let current = self.dir.join("current.snap");
+        std::fs::rename(&tmp, &current)?;
+        sync_dir(&self.dir)?;
+        Ok(openraft::Snapshot {
+            meta: self.meta.clone(),
+            snapshot: SnapshotFile { path: current },
+        })
+    }
+}
+
+/// Writes a complete snapshot file and fsyncs it.
+pub fn write_snapshot_file(
+    path: &Path,
+    meta: &SnapshotMeta,
+    keyspace: &Keyspace,
+) -> io::Result<()> {
+    let file = File::create(path)?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let meta_bytes = crate::codec::encode(meta);
+    out.write_all(META_MAGIC)?;
+    out.write_all(&(meta_bytes.len() as u32).to_le_bytes())?;
+    out.write_all(&meta_bytes)?;
+    out.write_all(&crc32fast::hash(&meta_bytes).to_le_bytes())?;
+    keyspace::snapshot::write_snapshot(keyspace, &mut out)?;
+    let file = out.into_inner().map_err(|error| error.into_error())?;
+    file.sync_all()
+}
+
+fn read_meta(input: &mut impl Read) -> io::Result<SnapshotMeta> {
+    let mut magic = [0u8; 9];
+    input.read_exact(&mut magic)?;
+    if &magic != META_MAGIC {
+        return Err(invalid("not a slotraft snapshot file"));
+    }
+    let mut word = [0u8; 4];
+    input.read_exact(&mut word)?;
+    let length = u32::from_le_bytes(word);
+    if length > MAX_META_BYTES {
+        return Err(invalid("snapshot metadata too large"));
+    }
+    let mut meta_bytes = vec![0u8; length as usize];
+    input.read_exact(&mut meta_bytes)?;
+    input.read_exact(&mut word)?;
+    if crc32fast::hash(&meta_bytes) != u32::from_le_bytes(word) {
+        return Err(invalid("snapshot metadata checksum mismatch"));
+    }
+    crate::codec::decode(&meta_bytes)
+}
+
+/// Reads and verifies a snapshot file.
+pub fn read_snapshot_file(
+    path: &Path,
+    template: &Keyspace,
+) -> io::Result<(SnapshotMeta, Keyspace)> {
+    let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let meta = read_meta(&mut input)?;
+    let keyspace = keyspace::snapshot::read_snapshot(&mut input, template.config.clone())
+        .map_err(|error| invalid(&error.to_string()))?;
+    Ok((meta, keyspace))
+}
+
+fn invalid(message: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.to_string())
+}
+
+/// Makes a rename in `dir` durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Replies for a request that could not be applied (used by callers that need a
+/// reply per command).
+pub fn error_replies(count: usize, text: &str) -> Vec<Frame> {
+    (0..count)
+        .map(|_| Frame::error_owned(text.to_string()))
+        .collect()
+}
