@@ -81,6 +81,13 @@ const PARAMETERS: &[Parameter] = &[
     fixed("databases", int(1, INT_MAX), "16"),
     fixed("cluster-enabled", Kind::Bool, "no"),
     fixed("raft-port", int(0, 65535), "0"),
+    fixed("node-id", int(0, LONG_MAX), "0"),
+    fixed("group-members", Kind::Text, ""),
+    fixed("raft-fsync", Kind::Bool, "yes"),
+    fixed("raft-snapshot-entries", int(1, LONG_MAX), "50000"),
+    fixed("raft-keep-entries", int(0, LONG_MAX), "5000"),
+    fixed("raft-election-timeout", int(10, INT_MAX), "300"),
+    fixed("raft-heartbeat", int(1, INT_MAX), "50"),
     fixed("zone", Kind::Text, ""),
     fixed("daemonize", Kind::Bool, "no"),
     fixed("io-threads", int(1, 128), "1"),
@@ -363,6 +370,43 @@ impl Config {
 
     pub fn cluster_enabled(&self) -> bool {
         self.flag("cluster-enabled")
+    }
+
+    pub fn raft_port(&self) -> u16 {
+        self.integer("raft-port") as u16
+    }
+
+    pub fn node_id(&self) -> u64 {
+        self.integer("node-id") as u64
+    }
+
+    /// `ID=HOST:PORT@RAFTPORT,...`: the replicas of this node's shard group.
+    pub fn group_members(&self) -> &str {
+        self.get("group-members").unwrap_or("")
+    }
+
+    /// fsync every Raft commit batch (default) or leave flushing to the OS.
+    pub fn raft_fsync(&self) -> bool {
+        self.flag("raft-fsync")
+    }
+
+    /// Applied entries between snapshots (log compaction).
+    pub fn raft_snapshot_entries(&self) -> u64 {
+        self.integer("raft-snapshot-entries") as u64
+    }
+
+    /// Entries kept in the log behind a snapshot.
+    pub fn raft_keep_entries(&self) -> u64 {
+        self.integer("raft-keep-entries") as u64
+    }
+
+    /// Minimum election timeout in milliseconds (the maximum is twice it).
+    pub fn raft_election_timeout(&self) -> u64 {
+        self.integer("raft-election-timeout") as u64
+    }
+
+    pub fn raft_heartbeat(&self) -> u64 {
+        self.integer("raft-heartbeat") as u64
     }
 
     pub fn maxclients(&self) -> usize {

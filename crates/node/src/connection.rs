@@ -65,7 +65,20 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
                     .fetch_add(count as u64, Ordering::Relaxed);
             }
         }
-        let flow = process_input(&shared, &mut session, &mut parser, &mut input, &mut output);
+        let flow = match &shared.replica {
+            Some(replica) => {
+                crate::replicated::process_input(
+                    &shared,
+                    replica,
+                    &mut session,
+                    &mut parser,
+                    &mut input,
+                    &mut output,
+                )
+                .await
+            }
+            None => process_input(&shared, &mut session, &mut parser, &mut input, &mut output),
+        };
         if !output.is_empty() {
             shared
                 .stats
@@ -101,7 +114,7 @@ async fn idle_deadline(limit: Option<Duration>) {
     }
 }
 
-fn limits(shared: &Shared) -> RequestLimits {
+pub fn limits(shared: &Shared) -> RequestLimits {
     RequestLimits {
         max_bulk_bytes: shared.config().proto_max_bulk_len(),
         ..RequestLimits::default()
@@ -200,7 +213,7 @@ fn run_requests(
 const BATCH_REQUESTS: usize = 32;
 
 /// A request's command, or the error that answers it (unknown, wrong arity).
-type Resolved = Result<&'static CommandSpec, Frame>;
+pub type Resolved = Result<&'static CommandSpec, Frame>;
 
 /// The keys of a keyspace command at fixed positions (its legacy key range).
 fn fixed_keys<'a>(arguments: &'a [Bytes], resolved: &Resolved) -> impl Iterator<Item = &'a [u8]> {
@@ -262,6 +275,7 @@ fn execute_request<'a>(
                 db: session.db,
                 protocol: session.protocol,
                 cluster_mode: false,
+                lazy_expire: true,
             };
             store.keyspace.execute(spec, &mut context, arguments)
         }

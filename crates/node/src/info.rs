@@ -80,11 +80,12 @@ fn cpu_seconds() -> (f64, f64) {
     (ticks(11) / 100.0, ticks(12) / 100.0)
 }
 
+fn line(out: &mut String, name: &str, value: &dyn std::fmt::Display) {
+    let _ = write!(out, "{name}:{value}\r\n");
+}
+
 fn render(shared: &Shared, section: &str) -> Option<String> {
     let mut out = String::new();
-    let line = |out: &mut String, name: &str, value: &dyn std::fmt::Display| {
-        let _ = write!(out, "{name}:{value}\r\n");
-    };
     let now_micros = clock::unix_micros();
     let now_ms = now_micros / 1000;
     let config = shared.config().clone();
@@ -252,10 +253,15 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
         }
         "replication" => {
             out.push_str("# Replication\r\n");
-            line(&mut out, "role", &"master");
-            line(&mut out, "connected_slaves", &0);
-            line(&mut out, "master_replid", &shared.run_id);
-            line(&mut out, "master_repl_offset", &0);
+            match &shared.replica {
+                None => {
+                    line(&mut out, "role", &"master");
+                    line(&mut out, "connected_slaves", &0);
+                    line(&mut out, "master_replid", &shared.run_id);
+                    line(&mut out, "master_repl_offset", &0);
+                }
+                Some(replica) => raft_lines(&mut out, replica),
+            }
         }
         "cpu" => {
             let (user, system) = cpu_seconds();
@@ -310,4 +316,56 @@ pub fn reset_stats(shared: &Shared) {
     let mut store = shared.store();
     store.keyspace.stats.keyspace_hits = 0;
     store.keyspace.stats.keyspace_misses = 0;
+}
+
+/// The replication section of a Raft replica: its role and the group's progress.
+fn raft_lines(out: &mut String, replica: &crate::replica::Replica) {
+    let metrics = replica.group.metrics();
+    let leader = metrics.current_leader;
+    let is_leader = leader == Some(replica.node_id);
+    line(out, "role", &if is_leader { "master" } else { "slave" });
+    let applied = metrics.last_applied.map(|id| id.index).unwrap_or(0);
+    if !is_leader {
+        if let Some(node) = leader.and_then(|id| replica.members.get(&id)) {
+            if let Some((host, port)) = node.resp.rsplit_once(':') {
+                line(out, "master_host", &host);
+                line(out, "master_port", &port);
+            }
+        }
+        line(
+            out,
+            "master_link_status",
+            &if leader.is_some() { "up" } else { "down" },
+        );
+    } else {
+        line(
+            out,
+            "connected_slaves",
+            &(replica.members.len().saturating_sub(1)),
+        );
+    }
+    line(out, "master_repl_offset", &applied);
+    line(out, "raft_node_id", &replica.node_id);
+    line(
+        out,
+        "raft_leader_id",
+        &leader.map(|id| id.to_string()).unwrap_or_default(),
+    );
+    line(out, "raft_term", &metrics.current_term);
+    line(
+        out,
+        "raft_last_log_index",
+        &metrics.last_log_index.unwrap_or(0),
+    );
+    line(out, "raft_last_applied", &applied);
+    line(
+        out,
+        "raft_snapshot_index",
+        &metrics.snapshot.map(|id| id.index).unwrap_or(0),
+    );
+    line(
+        out,
+        "raft_purged_index",
+        &metrics.purged.map(|id| id.index).unwrap_or(0),
+    );
 }

@@ -7,6 +7,8 @@ mod clock;
 mod config;
 mod connection;
 mod info;
+mod replica;
+mod replicated;
 mod server;
 mod session;
 
@@ -104,7 +106,33 @@ fn run_node(config: Config) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {address}"))?;
         let bound = listener.local_addr()?;
-        let shared = server::Shared::new(config, random_seed());
+        let shared = if config.group_members().is_empty() {
+            server::Shared::new(config, random_seed())
+        } else {
+            let raft_address = format!("{}:{}", config.bind(), config.raft_port());
+            let raft_listener = tokio::net::TcpListener::bind(&raft_address)
+                .await
+                .with_context(|| format!("binding {raft_address}"))?;
+            tracing::info!(raft = %raft_listener.local_addr()?, "raft listener bound");
+            let mut keyspace_config = keyspace::KeyspaceConfig::default();
+            server::apply_config_to(&config, &mut keyspace_config);
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let replica = replica::start(
+                &config,
+                keyspace_config,
+                raft_listener,
+                stopped,
+                random_seed(),
+            )
+            .await?;
+            let shared = server::Shared::replicated(config, random_seed(), replica);
+            let mut shutdown = shared.shutdown_requested();
+            tokio::spawn(async move {
+                let _ = shutdown.changed().await;
+                let _ = stop.send(true);
+            });
+            shared
+        };
         tracing::info!(%bound, "slotraft node ready to accept connections");
         tokio::spawn(watch_signals(shared.clone()));
         server::run(shared, listener).await?;

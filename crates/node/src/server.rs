@@ -6,7 +6,9 @@ use crate::clients::{ClientInfo, Clients};
 use crate::clock;
 use crate::config::Config;
 use crate::connection;
-use keyspace::{Keyspace, Rng};
+use crate::replica::Replica;
+use keyspace::{Keyspace, KeyspaceConfig, Rng};
+use replication::state_machine::{ShardState, SharedState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
@@ -14,11 +16,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// The keyspace and the node's own random source, locked together: a command takes
-/// its seed from `rng` while it holds the keyspace.
-pub struct Store {
-    pub keyspace: Keyspace,
-    pub rng: Rng,
-}
+/// its seed from `rng` while it holds the keyspace. The same state is a Raft
+/// group's state machine when the node is a replica.
+pub type Store = ShardState;
 
 /// Server-wide counters for INFO stats.
 #[derive(Default)]
@@ -33,7 +33,9 @@ pub struct ServerStats {
 }
 
 pub struct Shared {
-    pub store: Mutex<Store>,
+    pub store: SharedState,
+    /// Set when the node is a replica of a Raft group.
+    pub replica: Option<Arc<Replica>>,
     pub config: RwLock<Config>,
     pub clients: Clients,
     pub stats: ServerStats,
@@ -47,16 +49,41 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// A standalone node's shared state.
     pub fn new(config: Config, seed: u64) -> Arc<Shared> {
         let mut rng = Rng::new(seed);
         let mut keyspace = Keyspace::new(config.databases(), rng.next_u64());
         apply_keyspace_config(&config, &mut keyspace);
+        let store = Arc::new(Mutex::new(ShardState {
+            keyspace,
+            last_applied: None,
+            membership: Default::default(),
+            log_time_ms: 0,
+            rng: Rng::new(rng.next_u64()),
+        }));
+        Self::with_store(config, &mut rng, store, None)
+    }
+
+    /// A replica's shared state: the keyspace is the group's state machine.
+    pub fn replicated(config: Config, seed: u64, replica: Arc<Replica>) -> Arc<Shared> {
+        let mut rng = Rng::new(seed);
+        let store = replica.group.state.clone();
+        Self::with_store(config, &mut rng, store, Some(replica))
+    }
+
+    fn with_store(
+        config: Config,
+        rng: &mut Rng,
+        store: SharedState,
+        replica: Option<Arc<Replica>>,
+    ) -> Arc<Shared> {
         let run_id = (0..40)
             .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
             .collect();
         let (shutdown, _) = watch::channel(false);
         Arc::new(Shared {
-            store: Mutex::new(Store { keyspace, rng }),
+            store,
+            replica,
             config: RwLock::new(config),
             clients: Clients::default(),
             stats: ServerStats::default(),
@@ -70,9 +97,7 @@ impl Shared {
 
     /// Locks the keyspace; a panic in another holder does not wedge the server.
     pub fn store(&self) -> MutexGuard<'_, Store> {
-        self.store
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        replication::state_machine::lock(&self.store)
     }
 
     pub fn config(&self) -> std::sync::RwLockReadGuard<'_, Config> {
@@ -100,10 +125,15 @@ impl Shared {
 /// Pushes the keyspace-relevant parameters into the keyspace (after start-up and
 /// every CONFIG SET).
 pub fn apply_keyspace_config(config: &Config, keyspace: &mut Keyspace) {
-    keyspace.config.max_string_bytes = config.proto_max_bulk_len();
-    keyspace.config.lfu = config.lfu_policy();
-    keyspace.config.lfu_log_factor = config.lfu_log_factor();
-    keyspace.config.lfu_decay_time_minutes = config.lfu_decay_time();
+    apply_config_to(config, &mut keyspace.config);
+}
+
+/// The keyspace's share of the configuration.
+pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig) {
+    keyspace.max_string_bytes = config.proto_max_bulk_len();
+    keyspace.lfu = config.lfu_policy();
+    keyspace.lfu_log_factor = config.lfu_log_factor();
+    keyspace.lfu_decay_time_minutes = config.lfu_decay_time();
 }
 
 /// Serves clients from `listener` until shutdown is requested; then closes every
@@ -172,7 +202,8 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
                 .instantaneous_ops_per_second
                 .store(per_second, Ordering::Relaxed);
         }
-        if !shared.active_expire_enabled.load(Ordering::Relaxed) {
+        // A replica's expiry goes through the log (`replica::expiry_ticks`).
+        if !shared.active_expire_enabled.load(Ordering::Relaxed) || shared.replica.is_some() {
             continue;
         }
         shared.store().keyspace.active_expire_cycle(now_ms);

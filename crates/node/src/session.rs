@@ -29,6 +29,8 @@ pub struct Session {
     pub protocol: Protocol,
     pub authenticated: bool,
     pub reply_mode: ReplyMode,
+    /// READONLY: reads may be served by a follower from its own state.
+    pub readonly: bool,
     /// Set by CLIENT REPLY SKIP for the command after it.
     skip_next: bool,
     last_command: &'static str,
@@ -44,6 +46,7 @@ impl Session {
             protocol: Protocol::Resp2,
             authenticated,
             reply_mode: ReplyMode::On,
+            readonly: false,
             skip_next: false,
             last_command: "",
         }
@@ -109,9 +112,18 @@ pub fn execute(
             session.select(0);
             session.set_protocol(Protocol::Resp2);
             session.reply_mode = ReplyMode::On;
+            session.readonly = false;
             session.authenticated = shared.config().requirepass().is_none();
             session.client.details().name.clear();
             Frame::simple("RESET")
+        }
+        "readonly" | "readwrite" => {
+            if shared.replica.is_none() {
+                Frame::error("ERR This instance has cluster support disabled")
+            } else {
+                session.readonly = spec.name == "readonly";
+                Frame::OK
+            }
         }
         "time" => {
             let micros = clock::unix_micros();

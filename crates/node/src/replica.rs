@@ -1,0 +1,165 @@
+//! Running as one replica of a replicated shard: opening the Raft group, serving
+//! node-to-node RPCs, and the leader's periodic expiry proposals.
+//!
+//! Group membership is static configuration (`--group-members`): every replica
+//! is started with the same list and initializes the group with it when its
+//! storage is empty; Raft makes the identical initializations agree.
+
+use crate::clock;
+use crate::config::Config;
+use anyhow::{bail, Context as _};
+use keyspace::{Keyspace, KeyspaceConfig};
+use replication::group::{GroupOptions, Registry, ShardGroup};
+use replication::state_machine::lock;
+use replication::{GroupId, NodeAddr, NodeId, Op, Request};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// This node's replica of its shard group.
+pub struct Replica {
+    pub node_id: NodeId,
+    pub group: ShardGroup,
+    pub members: BTreeMap<NodeId, NodeAddr>,
+}
+
+/// Parses `ID=HOST:PORT@RAFTPORT,...` (RESP address, then the Raft port).
+pub fn parse_members(text: &str) -> anyhow::Result<BTreeMap<NodeId, NodeAddr>> {
+    let mut members = BTreeMap::new();
+    for item in text
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+    {
+        let Some((id, address)) = item.split_once('=') else {
+            bail!("group member '{item}' is not ID=HOST:PORT@RAFTPORT");
+        };
+        let id: NodeId = id
+            .parse()
+            .with_context(|| format!("node id in group member '{item}'"))?;
+        let Some((resp, raft_port)) = address.rsplit_once('@') else {
+            bail!("group member '{item}' has no @RAFTPORT");
+        };
+        let Some((host, _)) = resp.rsplit_once(':') else {
+            bail!("group member '{item}' has no :PORT");
+        };
+        let raft_port: u16 = raft_port
+            .parse()
+            .with_context(|| format!("raft port in group member '{item}'"))?;
+        let node = NodeAddr {
+            raft: format!("{host}:{raft_port}"),
+            resp: resp.to_string(),
+        };
+        if members.insert(id, node).is_some() {
+            bail!("node id {id} appears twice in the group members");
+        }
+    }
+    Ok(members)
+}
+
+/// The hash seed of a group's keyspace: identical on every replica, so that
+/// iteration orders (SCAN, random picks, expiry sampling) agree.
+pub fn group_hash_seed(group: GroupId) -> u64 {
+    0x736c_6f74_7261_6674 ^ group.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Opens the group, starts the Raft RPC server on `raft_listener` and initializes
+/// the group on first start.
+pub async fn start(
+    config: &Config,
+    keyspace_config: KeyspaceConfig,
+    raft_listener: TcpListener,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    seed: u64,
+) -> anyhow::Result<Arc<Replica>> {
+    let node_id = config.node_id();
+    let group_id: GroupId = 1;
+    let members = parse_members(config.group_members())?;
+    if !members.contains_key(&node_id) {
+        bail!("--node-id {node_id} is not one of --group-members");
+    }
+    let dir = Path::new(config.dir()).join(format!("group-{group_id}"));
+    let template = {
+        let mut keyspace = Keyspace::new(config.databases(), group_hash_seed(group_id));
+        keyspace.config = keyspace_config;
+        keyspace
+    };
+    let mut options = GroupOptions::new(node_id, group_id, dir, template);
+    options.fsync = config.raft_fsync();
+    options.snapshot_every = config.raft_snapshot_entries();
+    options.keep_behind_snapshot = config.raft_keep_entries();
+    options.election_timeout_min_ms = config.raft_election_timeout();
+    options.election_timeout_max_ms = config.raft_election_timeout() * 2;
+    options.heartbeat_ms = config.raft_heartbeat();
+    options.seed = seed;
+    let client = rpc::RpcClient::new(rpc::ClientOptions::default());
+    let group = ShardGroup::open(options, client, None)
+        .await
+        .context("opening the shard group")?;
+    let registry = Registry::new();
+    registry.insert(group.clone());
+    {
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let stop = async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            };
+            if let Err(error) = rpc::serve(raft_listener, registry, stop).await {
+                tracing::error!(%error, "raft rpc server failed");
+            }
+        });
+    }
+    let initialized = group
+        .raft
+        .is_initialized()
+        .await
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+    if !initialized {
+        match group.raft.initialize(members.clone()).await {
+            Ok(()) => tracing::info!(members = members.len(), "initialized the shard group"),
+            // Another replica's initialization got here first: nothing to do.
+            Err(error) => tracing::info!(%error, "group initialization skipped"),
+        }
+    }
+    let replica = Arc::new(Replica {
+        node_id,
+        group,
+        members,
+    });
+    tokio::spawn(expiry_ticks(replica.clone(), shutdown));
+    Ok(replica)
+}
+
+/// On the leader, proposes an expiry tick ten times a second while any key has a
+/// TTL: expiry happens through the log, at the log's time, on every replica.
+async fn expiry_ticks(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut interval = tokio::time::interval(Duration::from_millis(100));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        if !replica.group.raft.is_leader() {
+            continue;
+        }
+        let (has_volatile, seed) = {
+            let mut state = lock(&replica.group.state);
+            let has_volatile = state.keyspace.dbs().iter().any(|db| db.expires_len() > 0);
+            (has_volatile, state.rng.next_u64())
+        };
+        if !has_volatile {
+            continue;
+        }
+        let request = Request {
+            now_ms: clock::unix_ms(),
+            seed,
+            op: Op::ExpireTick,
+        };
+        if let Err(error) = replica.group.raft.client_write(request).await {
+            tracing::debug!(%error, "expiry tick not committed");
+        }
+    }
+}

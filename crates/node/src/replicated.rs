@@ -1,0 +1,297 @@
+//! The request path of a replica: writes go through the shard's Raft log, reads
+//! are served after a linearizability check, and a node that does not lead
+//! redirects like a Redis Cluster replica.
+//!
+//! Requests of one read are handled in order. A run of consecutive writes
+//! becomes one log entry (its commands apply atomically, in order, with one
+//! time and one seed); reads are checked once per batch (leader lease, with a
+//! heartbeat round when the lease is stale) and then read the applied state.
+//! Connections that sent READONLY read this replica's state as it is, like Redis
+//! replica reads.
+
+use crate::clock;
+use crate::connection::{self, Flow, Resolved};
+use crate::replica::Replica;
+use crate::server::Shared;
+use crate::session::{self, Session};
+use bytes::{Bytes, BytesMut};
+use keyspace::command::flags;
+use keyspace::{commands, CommandSpec, Context, Handler};
+use openraft::error::{ClientWriteError, ForwardToLeader, LinearizableReadError, RaftError};
+use openraft::raft::linearizable_read::LinearizerOption;
+use replication::state_machine::lock;
+use replication::{Op, Request, TypeConfig};
+use resp::{encode, Frame, Protocol, RequestParser};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Requests parsed per round.
+const BATCH_REQUESTS: usize = 64;
+
+/// The reply when no replica leads the shard.
+pub const CLUSTER_DOWN: &str = "CLUSTERDOWN The cluster is down";
+
+/// The reply when a write's fate is unknown: it was proposed, then leadership
+/// changed before it committed here. It may or may not be applied; the server
+/// never retries it.
+pub const OUTCOME_UNKNOWN: &str =
+    "UNKNOWN the write was proposed but leadership changed before it was acknowledged; it may or may not have been applied";
+
+/// How long a proposed write may wait for its commit before its outcome is
+/// reported unknown (a leader cut off from its majority).
+const WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// How long a read may wait for the leader to confirm its leadership.
+const READ_CHECK_LIMIT: Duration = Duration::from_secs(2);
+
+/// A follower's reply to a keyless write.
+const READONLY_REPLICA: &str = "READONLY You can't write against a read only replica.";
+
+pub async fn process_input(
+    shared: &Shared,
+    replica: &Replica,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+) -> Flow {
+    let mut commands_run = 0u64;
+    let flow = run(
+        shared,
+        replica,
+        session,
+        parser,
+        input,
+        output,
+        &mut commands_run,
+    )
+    .await;
+    shared
+        .stats
+        .total_commands_processed
+        .fetch_add(commands_run, Ordering::Relaxed);
+    flow
+}
+
+async fn run(
+    shared: &Shared,
+    replica: &Replica,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+    commands_run: &mut u64,
+) -> Flow {
+    session
+        .client
+        .last_interaction_ms
+        .store(clock::unix_ms(), Ordering::Relaxed);
+    let mut batch: Vec<(Vec<Bytes>, Resolved)> = Vec::with_capacity(BATCH_REQUESTS);
+    loop {
+        let mut parse_error = None;
+        while batch.len() < BATCH_REQUESTS {
+            match parser.next_request(input) {
+                Ok(Some(arguments)) => {
+                    let resolved = commands::resolve(&arguments);
+                    batch.push((arguments, resolved));
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    parse_error = Some(error);
+                    break;
+                }
+            }
+        }
+        let batch_was_full = batch.len() == BATCH_REQUESTS;
+        *commands_run += batch.len() as u64;
+        let mut read_checked: Option<Result<(), ReadRefusal>> = None;
+        let mut requests = std::mem::take(&mut batch).into_iter().peekable();
+        while let Some((arguments, resolved)) = requests.next() {
+            let spec = match resolved {
+                Ok(spec) => spec,
+                Err(error) => {
+                    session.reply(output, &error);
+                    continue;
+                }
+            };
+            session.note_command(spec.name);
+            if !session.authenticated
+                && !spec.has(flags::NO_AUTH)
+                && shared.config().requirepass().is_some()
+            {
+                session.reply(output, &Frame::error("NOAUTH Authentication required."));
+                continue;
+            }
+            match spec.handler {
+                Handler::Node | Handler::Container => {
+                    let (reply, flow) = session::execute(shared, session, spec, &arguments);
+                    parser.set_limits(connection::limits(shared));
+                    if let Some(reply) = reply {
+                        session.reply(output, &reply);
+                    }
+                    if flow == Flow::Close {
+                        return Flow::Close;
+                    }
+                }
+                Handler::Keyspace(_) if spec.is_write() => {
+                    // Gather the run of writes that follows, up to the next
+                    // request that is not a plain keyspace write.
+                    let mut run = vec![(arguments, spec)];
+                    while let Some((_, Ok(next))) = requests.peek() {
+                        if !matches!(next.handler, Handler::Keyspace(_)) || !next.is_write() {
+                            break;
+                        }
+                        if !session.authenticated && shared.config().requirepass().is_some() {
+                            break;
+                        }
+                        let Some((arguments, Ok(next))) = requests.next() else {
+                            break;
+                        };
+                        session.note_command(next.name);
+                        run.push((arguments, next));
+                    }
+                    for reply in write_run(replica, session, run).await {
+                        session.reply(output, &reply);
+                    }
+                }
+                Handler::Keyspace(_) => {
+                    if read_checked.is_none() {
+                        read_checked = Some(check_read(replica, session).await);
+                    }
+                    let reply = match read_checked.as_ref() {
+                        Some(Ok(())) => read(replica, session, spec, &arguments),
+                        Some(Err(refusal)) => refusal
+                            .reply(spec, &arguments)
+                            .unwrap_or_else(|| read(replica, session, spec, &arguments)),
+                        None => unreachable_reply(),
+                    };
+                    session.reply(output, &reply);
+                }
+            }
+        }
+        if let Some(error) = parse_error {
+            encode(
+                &Frame::error_owned(format!("ERR {error}")),
+                session.protocol,
+                output,
+            );
+            return Flow::Close;
+        }
+        if !batch_was_full {
+            return Flow::Continue;
+        }
+    }
+}
+
+fn unreachable_reply() -> Frame {
+    Frame::error("ERR internal: read check missing")
+}
+
+/// Why reads cannot be served here right now.
+enum ReadRefusal {
+    /// Another replica leads (or none is known).
+    NotLeader(ForwardToLeader<TypeConfig>),
+    /// The leader could not confirm its leadership.
+    Down,
+}
+
+impl ReadRefusal {
+    /// The refusal for this read, or `None` when it is a keyless read a replica
+    /// answers from its own state (DBSIZE, SCAN, RANDOMKEY ...), as in Redis.
+    fn reply(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Option<Frame> {
+        match self {
+            ReadRefusal::NotLeader(forward) => {
+                first_key(spec, arguments).map(|_| redirect(forward, spec, arguments))
+            }
+            ReadRefusal::Down => Some(Frame::error(CLUSTER_DOWN)),
+        }
+    }
+}
+
+/// Confirms this replica may serve linearizable reads now (READONLY sessions
+/// accept this replica's state as it is).
+async fn check_read(replica: &Replica, session: &Session) -> Result<(), ReadRefusal> {
+    if session.readonly {
+        return Ok(());
+    }
+    // The lease when fresh; otherwise one heartbeat round confirms leadership.
+    let option = LinearizerOption::new(None, true);
+    let check = replica.group.raft.ensure_linearizable(option);
+    match tokio::time::timeout(READ_CHECK_LIMIT, check).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(forward)))) => {
+            Err(ReadRefusal::NotLeader(forward))
+        }
+        Ok(Err(_)) | Err(_) => Err(ReadRefusal::Down),
+    }
+}
+
+/// Runs a read-only command against the applied state without changing it.
+fn read(replica: &Replica, session: &Session, spec: &CommandSpec, arguments: &[Bytes]) -> Frame {
+    let mut state = lock(&replica.group.state);
+    let now_ms = clock::unix_ms().max(state.log_time_ms);
+    let mut context = Context::new(now_ms, state.rng.next_u64());
+    context.db = session.db;
+    context.protocol = session.protocol;
+    context.lazy_expire = false;
+    state.keyspace.execute(spec, &mut context, arguments)
+}
+
+/// Proposes a run of writes as one entry and returns one reply per command.
+async fn write_run(
+    replica: &Replica,
+    session: &Session,
+    run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+) -> Vec<Frame> {
+    let raft = &replica.group.raft;
+    if let Err(forward) = raft.as_leader() {
+        return run
+            .iter()
+            .map(|(arguments, spec)| redirect(&forward, spec, arguments))
+            .collect();
+    }
+    let count = run.len();
+    let seed = lock(&replica.group.state).rng.next_u64();
+    let request = Request {
+        now_ms: clock::unix_ms(),
+        seed,
+        op: Op::Exec {
+            db: session.db as u32,
+            resp3: session.protocol == Protocol::Resp3,
+            commands: run.into_iter().map(|(arguments, _)| arguments).collect(),
+        },
+    };
+    match tokio::time::timeout(WRITE_LIMIT, raft.client_write(request)).await {
+        Ok(Ok(response)) if response.data.replies.len() == count => response.data.replies,
+        Ok(Ok(_)) => vec![Frame::error("ERR internal: reply count mismatch"); count],
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))))
+        | Ok(Err(RaftError::Fatal(_)))
+        | Err(_) => vec![Frame::error(OUTCOME_UNKNOWN); count],
+        Ok(Err(error)) => vec![Frame::error_owned(format!("ERR {error}")); count],
+    }
+}
+
+/// The reply that sends a client to the leader: MOVED with the slot of the
+/// command's first key, READONLY for keyless writes, CLUSTERDOWN with no leader.
+fn redirect(
+    forward: &ForwardToLeader<TypeConfig>,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+) -> Frame {
+    let Some(leader) = &forward.leader_node else {
+        return Frame::error(CLUSTER_DOWN);
+    };
+    match first_key(spec, arguments) {
+        Some(key) => {
+            Frame::error_owned(format!("MOVED {} {}", cluster::key_slot(key), leader.resp))
+        }
+        None => Frame::error(READONLY_REPLICA),
+    }
+}
+
+fn first_key<'a>(spec: &CommandSpec, arguments: &'a [Bytes]) -> Option<&'a Bytes> {
+    spec.key_positions(arguments)
+        .ok()
+        .and_then(|positions| positions.first().copied())
+        .and_then(|position| arguments.get(position))
+}
