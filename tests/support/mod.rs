@@ -1,5 +1,7 @@
 //! Test servers and raw RESP conversations.
 
+pub mod group;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;

@@ -1,0 +1,5 @@
+//! Replicated shards of real processes: failover, catch-up, snapshots, history.
+
+mod t10_failover;
+mod t20_history;
+mod t30_snapshots;
