@@ -116,10 +116,14 @@ pub async fn start(
         .is_initialized()
         .await
         .map_err(|error| anyhow::anyhow!("{error}"))?;
-    if !initialized {
+    // Exactly one member forms the group: the lowest id, on its first start. If
+    // every member initialized, a late one would stand for election with a
+    // larger vote and unseat a leader the others had just elected. The others
+    // join when the founder first contacts them.
+    let founder = members.keys().next().copied();
+    if !initialized && founder == Some(node_id) {
         match group.raft.initialize(members.clone()).await {
             Ok(()) => tracing::info!(members = members.len(), "initialized the shard group"),
-            // Another replica's initialization got here first: nothing to do.
             Err(error) => tracing::info!(%error, "group initialization skipped"),
         }
     }

@@ -17,7 +17,9 @@ use crate::session::{self, Session};
 use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
 use keyspace::{commands, CommandSpec, Context, Handler};
-use openraft::error::{ClientWriteError, ForwardToLeader, LinearizableReadError, RaftError};
+use openraft::error::{
+    ClientWriteError, ForwardReason, ForwardToLeader, LinearizableReadError, RaftError,
+};
 use openraft::raft::linearizable_read::LinearizerOption;
 use replication::state_machine::lock;
 use replication::{Op, Request, TypeConfig};
@@ -40,6 +42,11 @@ pub const OUTCOME_UNKNOWN: &str =
 /// How long a proposed write may wait for its commit before its outcome is
 /// reported unknown (a leader cut off from its majority).
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// A write refused because the leader's quorum lease lapsed is retried this many
+/// times, this far apart, before the client is sent away.
+const LEASE_WAITS: u32 = 20;
+const LEASE_WAIT: Duration = Duration::from_millis(10);
 
 /// How long a read may wait for the leader to confirm its leadership.
 const READ_CHECK_LIMIT: Duration = Duration::from_secs(2);
@@ -258,16 +265,36 @@ async fn write_run(
         op: Op::Exec {
             db: session.db as u32,
             resp3: session.protocol == Protocol::Resp3,
-            commands: run.into_iter().map(|(arguments, _)| arguments).collect(),
+            commands: run.iter().map(|(arguments, _)| arguments.clone()).collect(),
         },
     };
-    match tokio::time::timeout(WRITE_LIMIT, raft.client_write(request)).await {
-        Ok(Ok(response)) if response.data.replies.len() == count => response.data.replies,
-        Ok(Ok(_)) => vec![Frame::error("ERR internal: reply count mismatch"); count],
-        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))))
-        | Ok(Err(RaftError::Fatal(_)))
-        | Err(_) => vec![Frame::error(OUTCOME_UNKNOWN); count],
-        Ok(Err(error)) => vec![Frame::error_owned(format!("ERR {error}")); count],
+    let mut lease_waits = 0;
+    loop {
+        match tokio::time::timeout(WRITE_LIMIT, raft.client_write(request.clone())).await {
+            Ok(Ok(response)) if response.data.replies.len() == count => {
+                return response.data.replies
+            }
+            Ok(Ok(_)) => return vec![Frame::error("ERR internal: reply count mismatch"); count],
+            // Refused before anything was appended: nothing happened, so the
+            // client is told where to go (or the proposal is retried).
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                if forward.reason == ForwardReason::LeaseExpired && lease_waits < LEASE_WAITS {
+                    // A fresh leader (or one that just lost touch) has no quorum
+                    // lease yet; its next heartbeat round settles it.
+                    lease_waits += 1;
+                    tokio::time::sleep(LEASE_WAIT).await;
+                    continue;
+                }
+                return run
+                    .iter()
+                    .map(|(arguments, spec)| redirect(&forward, spec, arguments))
+                    .collect();
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))))
+            | Ok(Err(RaftError::Fatal(_)))
+            | Err(_) => return vec![Frame::error(OUTCOME_UNKNOWN); count],
+            Ok(Err(error)) => return vec![Frame::error_owned(format!("ERR {error}")); count],
+        }
     }
 }
 

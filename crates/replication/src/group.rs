@@ -16,7 +16,7 @@ use rpc::{IncomingChunks, RaftHandler, RpcClient, RpcKind};
 use serde::Serialize;
 
 use crate::codec;
-use crate::log_store::{LogStore, LogStoreOptions};
+use crate::log_store::{LogStore, LogStoreOptions, WriterMode};
 use crate::network::{NetworkFactory, SnapshotHeader, VoteMessage};
 use crate::state_machine::{ApplyObserver, SharedState, SnapshotFile, StateMachine};
 use crate::types::{GroupId, NodeId, TypeConfig};
@@ -33,6 +33,8 @@ pub struct GroupOptions {
     pub dir: PathBuf,
     /// fsync every commit batch (the default) or leave it to the OS.
     pub fsync: bool,
+    /// Where the log's writer runs: its own thread, or a task (simulations).
+    pub log_writer: WriterMode,
     pub heartbeat_ms: u64,
     pub election_timeout_min_ms: u64,
     pub election_timeout_max_ms: u64,
@@ -53,6 +55,7 @@ impl GroupOptions {
             group,
             dir,
             fsync: true,
+            log_writer: WriterMode::Thread,
             heartbeat_ms: 50,
             election_timeout_min_ms: 300,
             election_timeout_max_ms: 600,
@@ -102,6 +105,7 @@ impl ShardGroup {
         let config = Arc::new(options.raft_config()?);
         let log_options = LogStoreOptions {
             fsync: options.fsync,
+            writer: options.log_writer,
             ..LogStoreOptions::default()
         };
         let log = LogStore::open(&options.dir.join("log"), log_options).await?;

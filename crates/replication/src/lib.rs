@@ -8,6 +8,7 @@ pub mod codec;
 pub mod group;
 pub mod log_store;
 pub mod network;
+pub mod runtime;
 pub mod state_machine;
 pub mod types;
 

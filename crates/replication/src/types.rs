@@ -34,6 +34,7 @@ openraft::declare_raft_types!(
         R = Response,
         NodeId = NodeId,
         Node = NodeAddr,
+        AsyncRuntime = crate::runtime::SeededTokio,
 );
 
 /// A log entry's application payload. The leader stamps time and seed; every

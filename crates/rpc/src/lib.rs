@@ -9,10 +9,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 pub use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use hyper_util::rt::TokioIo;
+use tonic::codegen::http::Uri;
+use tonic::codegen::Service as TowerService;
 use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Code, Request, Response, Status, Streaming};
 
@@ -72,11 +76,47 @@ pub type ChunkStream = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
 /// A snapshot's data chunks, as received.
 pub type IncomingChunks = Pin<Box<dyn Stream<Item = Result<Bytes, RpcError>> + Send>>;
 
+/// A byte stream to a peer, from a [`Connector`].
+pub trait PeerStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> PeerStream for T {}
+
+/// Opens a connection to `host:port`.
+pub type ConnectFuture = Pin<Box<dyn Future<Output = std::io::Result<Box<dyn PeerStream>>> + Send>>;
+
+/// Dials peers instead of the operating system's TCP (a simulated network).
+pub type Connector = Arc<dyn Fn(String) -> ConnectFuture + Send + Sync>;
+
+/// Adapts a [`Connector`] to the service tonic dials through.
+#[derive(Clone)]
+struct Dial(Connector);
+
+impl TowerService<Uri> for Dial {
+    type Response = TokioIo<Box<dyn PeerStream>>;
+    type Error = std::io::Error;
+    type Future =
+        Pin<Box<dyn Future<Output = std::io::Result<TokioIo<Box<dyn PeerStream>>>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let address = uri.authority().map(|authority| authority.to_string());
+        let connector = self.0.clone();
+        Box::pin(async move {
+            let address = address.ok_or_else(|| std::io::Error::other("peer uri has no host"))?;
+            Ok(TokioIo::new(connector(address).await?))
+        })
+    }
+}
+
 /// Calls Raft RPCs on peers, one cached channel per peer address.
 #[derive(Clone)]
 pub struct RpcClient {
     options: ClientOptions,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    connector: Option<Connector>,
 }
 
 impl RpcClient {
@@ -84,6 +124,16 @@ impl RpcClient {
         RpcClient {
             options,
             channels: Arc::new(Mutex::new(HashMap::new())),
+            connector: None,
+        }
+    }
+
+    /// A client that opens connections through `connector` (the seam a
+    /// simulated network plugs into) instead of the operating system.
+    pub fn with_connector(options: ClientOptions, connector: Connector) -> Self {
+        RpcClient {
+            connector: Some(connector),
+            ..RpcClient::new(options)
         }
     }
 
@@ -96,13 +146,16 @@ impl RpcClient {
         if let Some(channel) = channels.get(addr) {
             return Ok(channel.clone());
         }
-        let channel = self.endpoint(addr)?.connect_lazy();
+        let endpoint = self.endpoint(addr)?;
+        let channel = match &self.connector {
+            Some(connector) => endpoint.connect_with_connector_lazy(Dial(connector.clone())),
+            None => endpoint.connect_lazy(),
+        };
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
     }
 
-    /// The endpoint settings for a peer; a custom connector (a simulated network)
-    /// would call `connect_with_connector_lazy` on it instead.
+    /// The endpoint settings for a peer.
     fn endpoint(&self, addr: &str) -> Result<Endpoint, RpcError> {
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|error| RpcError::Unreachable(format!("bad address {addr}: {error}")))?;

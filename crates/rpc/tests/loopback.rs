@@ -265,3 +265,53 @@ async fn serve_returns_after_shutdown() {
         .await
         .unwrap_err();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_connector_carries_the_calls() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let address = start().await;
+    let dialed = Arc::new(AtomicUsize::new(0));
+    let connector: rpc::Connector = {
+        let dialed = dialed.clone();
+        Arc::new(move |target: String| {
+            dialed.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                let stream = tokio::net::TcpStream::connect(target).await?;
+                Ok(Box::new(stream) as Box<dyn rpc::PeerStream>)
+            })
+        })
+    };
+    let client = RpcClient::with_connector(ClientOptions::default(), connector);
+    for group in [1, 2] {
+        let reply = client
+            .call(
+                &address,
+                RpcKind::Vote,
+                group,
+                Bytes::from_static(b"x"),
+                DEADLINE,
+            )
+            .await
+            .unwrap();
+        assert_eq!(reply, Bytes::from(format!("Vote/{group}/x")));
+    }
+    assert_eq!(dialed.load(Ordering::SeqCst), 1, "one connection per peer");
+    // A connector that fails makes the peer unreachable, not a hang.
+    let refusing: rpc::Connector =
+        Arc::new(|_| Box::pin(async { Err(std::io::Error::other("no route")) }));
+    let client = RpcClient::with_connector(ClientOptions::default(), refusing);
+    let error = client
+        .call(
+            &address,
+            RpcKind::Vote,
+            1,
+            Bytes::from_static(b"x"),
+            DEADLINE,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RpcError::Unreachable(_)),
+        "unexpected error: {error:?}"
+    );
+}

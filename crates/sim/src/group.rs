@@ -1,0 +1,181 @@
+//! A shard group's replicas as simulated hosts, and the driver's view of them.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use keyspace::Keyspace;
+use openraft::error::{ClientWriteError, ForwardReason, RaftError};
+use openraft::ServerState;
+use replication::group::{GroupOptions, Registry, ShardGroup};
+use replication::log_store::WriterMode;
+use replication::state_machine::lock;
+use replication::{GroupId, NodeAddr, NodeId, Op, Request};
+use resp::Frame;
+
+/// The Raft port every simulated replica listens on.
+pub const RAFT_PORT: u16 = 7100;
+
+/// The one group these scenarios replicate.
+pub const GROUP: GroupId = 1;
+
+/// Unix time at the simulation's start; log time is this plus simulated time.
+const EPOCH_MS: u64 = 1_700_000_000_000;
+
+/// The simulated host name of a replica.
+pub fn host_name(id: NodeId) -> String {
+    format!("node{id}")
+}
+
+/// The group's members, replicas `1..=count`.
+pub fn members(count: u64) -> BTreeMap<NodeId, NodeAddr> {
+    (1..=count)
+        .map(|id| {
+            let host = host_name(id);
+            let address = NodeAddr {
+                raft: format!("{host}:{RAFT_PORT}"),
+                resp: format!("{host}:6379"),
+            };
+            (id, address)
+        })
+        .collect()
+}
+
+/// The replicas that are running, by node id: the driver's handles on them.
+#[derive(Clone, Default)]
+pub struct Handles(Arc<Mutex<BTreeMap<NodeId, ShardGroup>>>);
+
+impl Handles {
+    fn insert(&self, id: NodeId, group: ShardGroup) {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(id, group);
+    }
+
+    pub fn get(&self, id: NodeId) -> Option<ShardGroup> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    /// The replica among `ids` that is leader and knows it, if any.
+    pub fn leader_among(&self, ids: &[NodeId]) -> Option<NodeId> {
+        ids.iter().copied().find(|id| {
+            self.get(*id).is_some_and(|group| {
+                let metrics = group.metrics();
+                metrics.state == ServerState::Leader && metrics.current_leader == Some(*id)
+            })
+        })
+    }
+
+    /// Waits (in simulated time) until one of `ids` leads; `None` after `limit`.
+    pub async fn wait_for_leader(&self, ids: &[NodeId], limit: Duration) -> Option<NodeId> {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(leader) = self.leader_among(ids) {
+                return Some(leader);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+
+    /// Replica `id`'s applied index and state digest.
+    pub fn applied_and_digest(&self, id: NodeId) -> Option<(u64, String)> {
+        let group = self.get(id)?;
+        let state = lock(&group.state);
+        let applied = state.last_applied.map(|log_id| log_id.index).unwrap_or(0);
+        Some((
+            applied,
+            keyspace::digest::digest(&state.keyspace, state.log_time_ms),
+        ))
+    }
+}
+
+/// Adds replicas `1..=count` as hosts; replica 1 initializes the group.
+pub fn add_replicas(sim: &mut turmoil::Sim<'_>, count: u64, root: PathBuf, handles: &Handles) {
+    for id in 1..=count {
+        let dir = root.join(host_name(id));
+        let handles = handles.clone();
+        sim.host(host_name(id), move || {
+            run_replica(id, count, dir.clone(), handles.clone())
+        });
+    }
+}
+
+async fn run_replica(
+    id: NodeId,
+    count: u64,
+    dir: PathBuf,
+    handles: Handles,
+) -> Result<(), Box<dyn Error>> {
+    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
+    let template = Keyspace::new(16, 0x5eed ^ GROUP);
+    let mut options = GroupOptions::new(id, GROUP, dir, template);
+    options.log_writer = WriterMode::Task;
+    options.seed = id;
+    let client =
+        rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
+    let group = ShardGroup::open(options, client, None).await?;
+    let registry = Registry::new();
+    registry.insert(group.clone());
+    tokio::spawn(rpc::serve_with_incoming(
+        crate::net::incoming(listener),
+        registry,
+        std::future::pending(),
+    ));
+    if id == 1 && !group.raft.is_initialized().await? {
+        group.raft.initialize(members(count)).await?;
+    }
+    handles.insert(id, group);
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// The log time of an entry proposed now.
+pub fn now_ms() -> u64 {
+    EPOCH_MS + turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64
+}
+
+/// Proposes one command on `group` and returns its reply once applied.
+pub async fn write(group: &ShardGroup, command: &[&str], seed: u64) -> Result<Frame, String> {
+    let request = Request {
+        now_ms: now_ms(),
+        seed,
+        op: Op::Exec {
+            db: 0,
+            resp3: false,
+            commands: vec![command
+                .iter()
+                .map(|part| Bytes::copy_from_slice(part.as_bytes()))
+                .collect()],
+        },
+    };
+    // A leader without a quorum lease refuses before appending anything; wait
+    // for its heartbeat round as the node's write path does.
+    for _ in 0..50 {
+        match group.raft.client_write(request.clone()).await {
+            Ok(response) => {
+                return response
+                    .data
+                    .replies
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| "no reply".to_string())
+            }
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))
+                if forward.reason == ForwardReason::LeaseExpired =>
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+    Err("the leader never regained its lease".to_string())
+}
