@@ -5,15 +5,19 @@
 //!   pipeline depths 1 and 16, alternating which server goes first.
 //! * Memory: bytes per key (`used_memory` and `used_memory_rss` deltas) after pipelining a
 //!   known number of `SET key:<n> <16 bytes>` over our own connection, on fresh servers.
+//! * Replication: a three-replica slotraft group against redis-server with and without an
+//!   fsync'd append-only file, and the time a group takes to accept writes again after its
+//!   leader is killed (see [`crate::replication`]).
 //!
 //! The Markdown report is printed and written to `target/bench/latest.md`.
 
+use crate::replication;
 use crate::server::{Kind, Server};
 use crate::tools::{self, cargo, run_captured, run_checked, target_dir};
 use crate::wire::{self, Conn, Reply};
 use anyhow::{bail, Context as _, Result};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -27,6 +31,79 @@ pub struct Options {
     pub keys: Option<u64>,
     /// Runs per table cell; the median is reported (the machine is noisy).
     pub rounds: Option<u64>,
+    /// Sections to run; empty means all.
+    pub only: Vec<Section>,
+}
+
+impl Options {
+    fn wants(&self, section: Section) -> bool {
+        self.only.is_empty() || self.only.contains(&section)
+    }
+}
+
+/// A part of the benchmark that `--only` can select.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Section {
+    Throughput,
+    Memory,
+    Replication,
+}
+
+impl Section {
+    const ALL: [Section; 3] = [Section::Throughput, Section::Memory, Section::Replication];
+
+    fn name(self) -> &'static str {
+        match self {
+            Section::Throughput => "throughput",
+            Section::Memory => "memory",
+            Section::Replication => "replication",
+        }
+    }
+
+    /// Parses a comma-separated list of section names.
+    pub fn parse_list(text: &str) -> Result<Vec<Section>, String> {
+        let mut sections = Vec::new();
+        for name in text.split(',').map(str::trim) {
+            let section = Section::ALL
+                .into_iter()
+                .find(|section| section.name() == name)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = Section::ALL.iter().map(|s| s.name()).collect();
+                    format!("unknown section '{name}' (one of {})", names.join(", "))
+                })?;
+            if !sections.contains(&section) {
+                sections.push(section);
+            }
+        }
+        Ok(sections)
+    }
+}
+
+/// The programs the benchmark runs.
+pub(crate) struct Programs {
+    pub slotraft: PathBuf,
+    pub redis: PathBuf,
+    pub benchmark: PathBuf,
+}
+
+/// Request counts and repetitions shared by the throughput tables.
+#[derive(Clone, Copy)]
+pub(crate) struct Sizes {
+    /// Requests per `-P 1` run.
+    pub p1_requests: u64,
+    /// Runs per cell.
+    pub rounds: u64,
+}
+
+impl Sizes {
+    /// Requests per run at `pipeline` (ten times more when pipelined).
+    pub fn requests(self, pipeline: u64) -> u64 {
+        if pipeline == 1 {
+            self.p1_requests
+        } else {
+            self.p1_requests.saturating_mul(10)
+        }
+    }
 }
 
 /// (row label, `redis-benchmark -t` name).
@@ -36,9 +113,9 @@ const TESTS: [(&str, &str); 4] = [
     ("INCR", "incr"),
     ("MSET", "mset"),
 ];
-const PIPELINES: [u64; 2] = [1, 16];
-const CLIENTS: u64 = 50;
-const KEYSPACE: u64 = 100_000;
+pub(crate) const PIPELINES: [u64; 2] = [1, 16];
+pub(crate) const CLIENTS: u64 = 50;
+pub(crate) const KEYSPACE: u64 = 100_000;
 /// Upper bound on one redis-benchmark run.
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Socket timeout for our own connections.
@@ -105,26 +182,37 @@ pub fn run(options: &Options) -> Result<()> {
         writeln!(report.md, "- --quick: small runs, numbers are noisy")?;
     }
 
+    let programs = Programs {
+        slotraft,
+        redis,
+        benchmark,
+    };
+    let sizes = Sizes {
+        p1_requests,
+        rounds,
+    };
     // Throughput, then memory on freshly started servers (so RSS is not inflated by pages
     // the throughput runs left behind).
-    {
+    if options.wants(Section::Throughput) {
         println!("==> throughput: starting servers");
-        let mut slotraft_server = Server::start(Kind::Slotraft, &slotraft, &servers_dir)?;
-        let mut redis_server = Server::start(Kind::Redis, &redis, &servers_dir)?;
+        let mut slotraft_server = Server::start(Kind::Slotraft, &programs.slotraft, &servers_dir)?;
+        let mut redis_server = Server::start(Kind::Redis, &programs.redis, &servers_dir)?;
         throughput(
             &mut report,
-            &benchmark,
+            &programs.benchmark,
             &mut slotraft_server,
             &mut redis_server,
-            p1_requests,
-            rounds,
+            sizes,
         )?;
     }
-    {
+    if options.wants(Section::Memory) {
         println!("==> memory: starting fresh servers");
-        let mut slotraft_server = Server::start(Kind::Slotraft, &slotraft, &servers_dir)?;
-        let mut redis_server = Server::start(Kind::Redis, &redis, &servers_dir)?;
+        let mut slotraft_server = Server::start(Kind::Slotraft, &programs.slotraft, &servers_dir)?;
+        let mut redis_server = Server::start(Kind::Redis, &programs.redis, &servers_dir)?;
         memory(&mut report, &mut slotraft_server, &mut redis_server, keys)?;
+    }
+    if options.wants(Section::Replication) {
+        replication::run(&mut report, &programs, &servers_dir, sizes)?;
     }
 
     if !report.notes.is_empty() {
@@ -147,14 +235,14 @@ pub fn run(options: &Options) -> Result<()> {
 }
 
 #[derive(Default)]
-struct Report {
-    md: String,
-    notes: Vec<String>,
+pub(crate) struct Report {
+    pub md: String,
+    pub notes: Vec<String>,
     failures: usize,
 }
 
 impl Report {
-    fn fail(&mut self, note: String) {
+    pub fn fail(&mut self, note: String) {
         eprintln!("   FAILED: {note}");
         self.notes.push(note);
         self.failures += 1;
@@ -163,9 +251,68 @@ impl Report {
 
 /// One redis-benchmark result.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Sample {
-    rps: f64,
-    p50_ms: Option<f64>,
+pub(crate) struct Sample {
+    pub rps: f64,
+    pub p50_ms: Option<f64>,
+}
+
+/// One table cell: a redis-benchmark test at one pipeline depth.
+#[derive(Clone, Copy)]
+pub(crate) struct Cell<'a> {
+    /// Row label, e.g. `SET`.
+    pub label: &'a str,
+    /// `redis-benchmark -t` name.
+    pub test: &'a str,
+    pub pipeline: u64,
+    pub requests: u64,
+}
+
+/// Runs `cell` `rounds` times on every server, rotating which goes first (so none always
+/// gets the cooler machine; `turn` carries the rotation across cells), and returns each
+/// server's median sample, `None` where every run failed. Failures become report notes.
+pub(crate) fn measure_cell(
+    report: &mut Report,
+    benchmark: &Path,
+    servers: &mut [&mut Server],
+    cell: Cell<'_>,
+    rounds: u64,
+    turn: &mut usize,
+) -> Vec<Option<Sample>> {
+    let count = servers.len();
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); count];
+    for _ in 0..rounds {
+        let first = *turn % count.max(1);
+        *turn += 1;
+        for index in (0..count).map(|offset| (first + offset) % count) {
+            let server = &mut *servers[index];
+            match bench_one(benchmark, server, cell.test, cell.pipeline, cell.requests) {
+                Ok(sample) => {
+                    eprintln!(
+                        "   {:<4} -P {:<2} {:<18} {:>12.0} rps",
+                        cell.label, cell.pipeline, server.name, sample.rps
+                    );
+                    samples[index].push(sample);
+                }
+                Err(error) => report.fail(format!(
+                    "{} -P {} on {}: {error}",
+                    cell.label, cell.pipeline, server.name
+                )),
+            }
+        }
+    }
+    samples.iter().map(|list| median(list)).collect()
+}
+
+/// `ours / theirs` throughput, if both were measured.
+pub(crate) fn ratio(ours: Option<Sample>, theirs: Option<Sample>) -> Option<f64> {
+    match (ours, theirs) {
+        (Some(ours), Some(theirs)) if theirs.rps > 0.0 => Some(ours.rps / theirs.rps),
+        _ => None,
+    }
+}
+
+pub(crate) fn ratio_cell(ratio: Option<f64>) -> String {
+    ratio.map_or_else(|| "-".to_owned(), |ratio| format!("{ratio:.2}"))
 }
 
 fn throughput(
@@ -173,72 +320,45 @@ fn throughput(
     benchmark: &Path,
     slotraft: &mut Server,
     redis: &mut Server,
-    p1_requests: u64,
-    rounds: u64,
+    sizes: Sizes,
 ) -> Result<()> {
     writeln!(
         report.md,
-        "\n## Throughput\n\nredis-benchmark -c {CLIENTS} -r {KEYSPACE}; -n {p1_requests} at -P 1, \
-         -n {} at -P 16; median of {rounds} runs per cell, alternating which server goes first.\n",
-        p1_requests.saturating_mul(10)
+        "\n## Throughput\n\nredis-benchmark -c {CLIENTS} -r {KEYSPACE}; -n {} at -P 1, \
+         -n {} at -P 16; median of {} runs per cell, alternating which server goes first.\n",
+        sizes.requests(1),
+        sizes.requests(16),
+        sizes.rounds
     )?;
     writeln!(
         report.md,
         "| test | pipeline | slotraft rps | redis rps | ratio | slotraft p50 ms | redis p50 ms |"
     )?;
     writeln!(report.md, "|---|---|---:|---:|---:|---:|---:|")?;
-    let mut round = 0usize;
+    let mut turn = 0usize;
     for (label, test) in TESTS {
         for pipeline in PIPELINES {
-            let requests = if pipeline == 1 {
-                p1_requests
-            } else {
-                p1_requests.saturating_mul(10)
+            let cell = Cell {
+                label,
+                test,
+                pipeline,
+                requests: sizes.requests(pipeline),
             };
-            let mut slotraft_samples = Vec::new();
-            let mut redis_samples = Vec::new();
-            for _ in 0..rounds {
-                // Alternate which server goes first, so neither always gets the cooler
-                // machine.
-                let mut order: [&mut Server; 2] = [&mut *slotraft, &mut *redis];
-                if round % 2 == 1 {
-                    order.reverse();
-                }
-                round += 1;
-                for server in order {
-                    let result = bench_one(benchmark, server, test, pipeline, requests);
-                    match result {
-                        Ok(sample) => {
-                            eprintln!(
-                                "   {label:<4} -P {pipeline:<2} {:<8} {:>12.0} rps",
-                                server.kind.name(),
-                                sample.rps
-                            );
-                            match server.kind {
-                                Kind::Slotraft => slotraft_samples.push(sample),
-                                Kind::Redis => redis_samples.push(sample),
-                            }
-                        }
-                        Err(error) => report.fail(format!(
-                            "{label} -P {pipeline} on {}: {error}",
-                            server.kind.name()
-                        )),
-                    }
-                }
-            }
-            let slotraft_sample = median(&slotraft_samples);
-            let redis_sample = median(&redis_samples);
-            let ratio = match (slotraft_sample, redis_sample) {
-                (Some(ours), Some(theirs)) if theirs.rps > 0.0 => {
-                    format!("{:.2}", ours.rps / theirs.rps)
-                }
-                _ => "-".to_owned(),
-            };
+            let medians = measure_cell(
+                report,
+                benchmark,
+                &mut [&mut *slotraft, &mut *redis],
+                cell,
+                sizes.rounds,
+                &mut turn,
+            );
+            let (slotraft_sample, redis_sample) = (medians[0], medians[1]);
             writeln!(
                 report.md,
-                "| {label} | {pipeline} | {} | {} | {ratio} | {} | {} |",
+                "| {label} | {pipeline} | {} | {} | {} | {} | {} |",
                 rps_cell(slotraft_sample),
                 rps_cell(redis_sample),
+                ratio_cell(ratio(slotraft_sample, redis_sample)),
                 p50_cell(slotraft_sample),
                 p50_cell(redis_sample),
             )?;
@@ -248,17 +368,17 @@ fn throughput(
 }
 
 /// The sample with the median throughput (the upper one of an even count).
-fn median(samples: &[Sample]) -> Option<Sample> {
+pub(crate) fn median(samples: &[Sample]) -> Option<Sample> {
     let mut sorted = samples.to_vec();
     sorted.sort_by(|left, right| left.rps.total_cmp(&right.rps));
     sorted.get(sorted.len() / 2).copied()
 }
 
-fn rps_cell(sample: Option<Sample>) -> String {
+pub(crate) fn rps_cell(sample: Option<Sample>) -> String {
     sample.map_or_else(|| "error".to_owned(), |sample| format!("{:.0}", sample.rps))
 }
 
-fn p50_cell(sample: Option<Sample>) -> String {
+pub(crate) fn p50_cell(sample: Option<Sample>) -> String {
     sample
         .and_then(|sample| sample.p50_ms)
         .map_or_else(|| "-".to_owned(), |p50| format!("{p50:.3}"))
@@ -412,7 +532,7 @@ fn memory(report: &mut Report, slotraft: &mut Server, redis: &mut Server, keys: 
             Ok(sample) => {
                 eprintln!(
                     "   memory {:<8} {:.1} B/key used, {:.1} B/key rss ({:.1}s)",
-                    server.kind.name(),
+                    server.name,
                     sample.used_per_key,
                     sample.rss_per_key,
                     started.elapsed().as_secs_f64()
@@ -420,14 +540,12 @@ fn memory(report: &mut Report, slotraft: &mut Server, redis: &mut Server, keys: 
                 writeln!(
                     report.md,
                     "| {} | {:.1} | {:.1} |",
-                    server.kind.name(),
-                    sample.used_per_key,
-                    sample.rss_per_key
+                    server.name, sample.used_per_key, sample.rss_per_key
                 )?;
             }
             Err(error) => {
-                report.fail(format!("memory on {}: {error:#}", server.kind.name()));
-                writeln!(report.md, "| {} | error | error |", server.kind.name())?;
+                report.fail(format!("memory on {}: {error:#}", server.name));
+                writeln!(report.md, "| {} | error | error |", server.name)?;
             }
         }
         results.push(result.ok());

@@ -9,6 +9,8 @@
 
 mod bench;
 mod ci;
+mod group;
+mod replication;
 mod server;
 mod tools;
 mod wire;
@@ -27,12 +29,17 @@ Subcommands:
            cargo nextest run --workspace (cargo test if nextest is not installed).
              --skip-lint      skip the fmt and clippy steps
   bench    slotraft side by side with redis-server on 127.0.0.1: redis-benchmark
-           throughput (SET GET INCR MSET at -P 1 and -P 16) and memory per key.
-           Prints Markdown tables and writes them to target/bench/latest.md.
+           throughput (SET GET INCR MSET at -P 1 and -P 16), memory per key, and a
+           3-replica slotraft group against redis-server with appendfsync always and
+           without persistence (SET INCR GET), plus the time to accept writes again
+           after the group's leader is killed. Prints Markdown tables and writes them
+           to target/bench/latest.md.
              --quick          small runs, a smoke test (noisy numbers)
              --requests N     requests per -P 1 run (default 200000; -P 16 runs use 10*N)
              --keys N         keys inserted for the memory comparison (default 1000000)
              --rounds N       runs per cell, median reported (default 3; 1 with --quick)
+             --only LIST      run only these sections, comma-separated: throughput,
+                              memory, replication (default: all)
   tools    Install the Redis tools if missing and print their versions.
              --force          run apt-get install even if everything is present
   help     Print this help.
@@ -100,6 +107,7 @@ fn parse(args: &[String]) -> Result<Task, String> {
                     "--requests" => options.requests = Some(flags.positive_number(&flag)?),
                     "--keys" => options.keys = Some(flags.positive_number(&flag)?),
                     "--rounds" => options.rounds = Some(flags.positive_number(&flag)?),
+                    "--only" => options.only = bench::Section::parse_list(&flags.value(&flag)?)?,
                     "-h" | "--help" => return Ok(Task::Help),
                     _ => return Err(format!("unknown option '{flag}' for 'bench'")),
                 }
@@ -225,6 +233,29 @@ mod tests {
         assert!(parse(&args(&["bench", "--requests"])).is_err());
         assert!(parse(&args(&["bench", "--requests", "0"])).is_err());
         assert!(parse(&args(&["bench", "extra"])).is_err());
+    }
+
+    #[test]
+    fn bench_sections() {
+        match parse(&args(&["bench", "--only", "replication"])) {
+            Ok(Task::Bench(options)) => {
+                assert_eq!(options.only, vec![bench::Section::Replication]);
+            }
+            _ => panic!("expected bench"),
+        }
+        match parse(&args(&["bench", "--only=memory,throughput,memory"])) {
+            Ok(Task::Bench(options)) => assert_eq!(
+                options.only,
+                vec![bench::Section::Memory, bench::Section::Throughput]
+            ),
+            _ => panic!("expected bench"),
+        }
+        match parse(&args(&["bench"])) {
+            Ok(Task::Bench(options)) => assert!(options.only.is_empty()),
+            _ => panic!("expected bench"),
+        }
+        assert!(parse(&args(&["bench", "--only", "cluster"])).is_err());
+        assert!(parse(&args(&["bench", "--only"])).is_err());
     }
 
     #[test]

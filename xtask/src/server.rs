@@ -1,10 +1,10 @@
-//! Servers started for the benchmark: slotraft and redis-server on free 127.0.0.1 ports,
-//! each owned by a guard that stops it (SIGTERM, then SIGKILL) when dropped, including on
-//! errors.
+//! Servers started for the benchmark: slotraft, redis-server and slotraft replicas on
+//! 127.0.0.1 ports, each owned by a guard that stops it (SIGTERM, then SIGKILL) when
+//! dropped, including on errors.
 
 use crate::wire;
 use anyhow::{bail, Context as _, Result};
-use std::fs::File;
+use std::fs::OpenOptions;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,11 +18,15 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// between choosing it and the server binding it).
 const START_ATTEMPTS: usize = 3;
 
-/// Which server a guard runs.
+/// Which standalone server [`Server::start`] runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
+    /// slotraft with persistence off.
     Slotraft,
+    /// redis-server with persistence off.
     Redis,
+    /// redis-server with an append-only file fsync'd before every reply.
+    RedisAofAlways,
 }
 
 impl Kind {
@@ -30,29 +34,96 @@ impl Kind {
         match self {
             Kind::Slotraft => "slotraft",
             Kind::Redis => "redis",
+            Kind::RedisAofAlways => "redis-aof-always",
         }
     }
+
+    /// The command-line arguments of a server of this kind on `port` with data in `dir`.
+    fn args(self, port: u16, dir: &str) -> Vec<String> {
+        let port = port.to_string();
+        let common = [
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            dir,
+            "--save",
+            "",
+        ];
+        let extra: &[&str] = match self {
+            Kind::Slotraft => &[],
+            Kind::Redis => &["--appendonly", "no", "--daemonize", "no"],
+            Kind::RedisAofAlways => &[
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--daemonize",
+                "no",
+            ],
+        };
+        let node: &[&str] = if self == Kind::Slotraft {
+            &["node"]
+        } else {
+            &[]
+        };
+        node.iter()
+            .chain(common.iter())
+            .chain(extra.iter())
+            .map(|arg| (*arg).to_owned())
+            .collect()
+    }
+}
+
+/// Everything needed to (re)start one server process.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// Used in messages and report notes.
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The client port the server listens on (also named in `args`).
+    pub port: u16,
+    pub data_dir: PathBuf,
+    /// Output is appended here, so a restarted server keeps its earlier log.
+    pub log: PathBuf,
+    /// Whether stopping the server deletes `data_dir` (not for a replica that will be
+    /// restarted on its data).
+    pub owns_data: bool,
 }
 
 /// A running server; stopped when dropped.
 pub struct Server {
-    pub kind: Kind,
+    pub name: String,
     pub port: u16,
     child: Child,
     log: PathBuf,
     data_dir: PathBuf,
+    owns_data: bool,
     stopped: bool,
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding 127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
+    Ok(free_ports(1)?[0])
+}
+
+/// `count` distinct ports on 127.0.0.1 that were free a moment ago (all bound at once, then
+/// released).
+pub fn free_ports(count: usize) -> Result<Vec<u16>> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding 127.0.0.1:0"))
+        .collect::<Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|listener| Ok(listener.local_addr()?.port()))
+        .collect()
 }
 
 impl Server {
-    /// Starts a server of `kind` from `program` with persistence off, logging to a file in
-    /// `work_dir`, and waits until it answers PING.
+    /// Starts a standalone server of `kind` from `program` on a free port, with its data
+    /// directory and log in `work_dir`, and waits until it answers PING.
     pub fn start(kind: Kind, program: &Path, work_dir: &Path) -> Result<Server> {
         let mut last_error = None;
         for _ in 0..START_ATTEMPTS {
@@ -71,54 +142,44 @@ impl Server {
     fn start_once(kind: Kind, program: &Path, work_dir: &Path) -> Result<Server> {
         let port = free_port()?;
         let data_dir = work_dir.join(format!("{}-{port}", kind.name()));
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("creating {}", data_dir.display()))?;
-        let log = work_dir.join(format!("{}-{port}.log", kind.name()));
-        let mut command = Command::new(program);
-        let port_text = port.to_string();
-        let dir_text = data_dir.to_string_lossy().into_owned();
-        match kind {
-            Kind::Slotraft => command.args([
-                "node",
-                "--port",
-                &port_text,
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                &dir_text,
-                "--save",
-                "",
-            ]),
-            Kind::Redis => command.args([
-                "--port",
-                &port_text,
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                &dir_text,
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ]),
+        let launch = Launch {
+            name: kind.name().to_owned(),
+            program: program.to_path_buf(),
+            args: kind.args(port, &data_dir.to_string_lossy()),
+            port,
+            log: work_dir.join(format!("{}-{port}.log", kind.name())),
+            data_dir,
+            owns_data: true,
         };
-        let log_file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        Self::launch(&launch)
+    }
+
+    /// Starts the process `launch` describes and waits until it answers PING.
+    pub fn launch(launch: &Launch) -> Result<Server> {
+        std::fs::create_dir_all(&launch.data_dir)
+            .with_context(|| format!("creating {}", launch.data_dir.display()))?;
+        let log_file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&launch.log)
+            .with_context(|| format!("opening {}", launch.log.display()))?;
+        let mut command = Command::new(&launch.program);
         command
+            .args(&launch.args)
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
         eprintln!("   $ {}", crate::tools::describe(&command));
         let child = command
             .spawn()
-            .with_context(|| format!("cannot start {}", program.display()))?;
+            .with_context(|| format!("cannot start {}", launch.program.display()))?;
         let mut server = Server {
-            kind,
-            port,
+            name: launch.name.clone(),
+            port: launch.port,
             child,
-            log,
-            data_dir,
+            log: launch.log.clone(),
+            data_dir: launch.data_dir.clone(),
+            owns_data: launch.owns_data,
             stopped: false,
         };
         server.wait_ready()?;
@@ -132,7 +193,8 @@ impl Server {
         loop {
             if let Some(status) = self.child.try_wait()? {
                 bail!(
-                    "exited during startup ({status}); log {}:\n{}",
+                    "{} exited during startup ({status}); log {}:\n{}",
+                    self.name,
                     self.log.display(),
                     self.log_tail()
                 );
@@ -180,7 +242,6 @@ impl Server {
         if self.stopped {
             return;
         }
-        self.stopped = true;
         if self.alive() {
             // std only sends SIGKILL; ask politely first through the shell's `kill`.
             let pid = self.child.id().to_string();
@@ -195,15 +256,36 @@ impl Server {
             if self.alive() {
                 eprintln!(
                     "   {} (pid {}) ignored SIGTERM for {}s; killing it",
-                    self.kind.name(),
+                    self.name,
                     pid,
                     STOP_TIMEOUT.as_secs()
                 );
                 let _ = self.child.kill();
             }
         }
+        self.reap();
+    }
+
+    /// SIGKILL, no shutdown: returns the moment the signal was sent.
+    pub fn kill(&mut self) -> Instant {
+        let killed_at = Instant::now();
+        if !self.stopped {
+            let _ = self.child.kill();
+        }
+        self.reap();
+        killed_at
+    }
+
+    /// Waits for the exited process and removes its data directory if it owns it.
+    fn reap(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.data_dir);
+        if self.owns_data {
+            let _ = std::fs::remove_dir_all(&self.data_dir);
+        }
     }
 }
 
@@ -227,5 +309,29 @@ mod tests {
             .unwrap_or_default();
         let _ = std::fs::remove_dir_all(&work_dir);
         assert!(error.contains("exited during startup"), "{error}");
+    }
+
+    #[test]
+    fn standalone_arguments() {
+        let joined = |kind: Kind| kind.args(7000, "/d").join(" ");
+        assert_eq!(
+            joined(Kind::Slotraft),
+            "node --port 7000 --bind 127.0.0.1 --dir /d --save "
+        );
+        assert!(joined(Kind::Redis).starts_with("--port 7000 "));
+        assert!(joined(Kind::Redis).contains("--appendonly no"));
+        let aof = joined(Kind::RedisAofAlways);
+        assert!(
+            aof.contains("--appendonly yes --appendfsync always"),
+            "{aof}"
+        );
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let mut ports = free_ports(6).unwrap_or_default();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), 6);
     }
 }

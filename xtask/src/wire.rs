@@ -166,9 +166,14 @@ pub fn ping(port: u16, timeout: Duration) -> Result<()> {
 
 /// The `field:value` lines of an `INFO` reply as an integer, if present.
 pub fn info_field(info: &str, field: &str) -> Option<u64> {
+    info_text(info, field)?.parse().ok()
+}
+
+/// The value of a `field:value` line of an `INFO` reply, if present.
+pub fn info_text<'a>(info: &'a str, field: &str) -> Option<&'a str> {
     info.lines().find_map(|line| {
         let (name, value) = line.trim_end().split_once(':')?;
-        (name == field).then(|| value.parse().ok()).flatten()
+        (name == field).then_some(value)
     })
 }
 
@@ -199,5 +204,13 @@ mod tests {
         assert_eq!(info_field(info, "used_memory_rss"), Some(4096));
         assert_eq!(info_field(info, "used_memory_human"), None);
         assert_eq!(info_field(info, "missing"), None);
+    }
+
+    #[test]
+    fn reads_info_text() {
+        let info = "# Replication\r\nrole:master\r\nraft_leader_id:\r\n";
+        assert_eq!(info_text(info, "role"), Some("master"));
+        assert_eq!(info_text(info, "raft_leader_id"), Some(""));
+        assert_eq!(info_text(info, "master_host"), None);
     }
 }
