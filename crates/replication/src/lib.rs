@@ -12,4 +12,9 @@ pub mod runtime;
 pub mod state_machine;
 pub mod types;
 
+#[cfg(test)]
+mod conformance;
+#[cfg(test)]
+mod scratch;
+
 pub use types::{GroupId, NodeAddr, NodeId, Op, Request, Response, TypeConfig};

@@ -8,7 +8,6 @@
 
 use std::future::Future;
 use std::io::Read;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,7 +22,7 @@ use rpc::{RpcClient, RpcError, RpcKind};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::codec;
-use crate::state_machine::SnapshotFile;
+use crate::state_machine::{open_snapshot_file, SnapshotFile};
 use crate::types::{GroupId, NodeAddr, NodeId, SnapshotMeta, TypeConfig, Vote};
 
 /// Size of the chunks a snapshot file is streamed in.
@@ -163,13 +162,13 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
         cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        let header = SnapshotHeader {
-            vote,
-            meta: snapshot.meta.clone(),
-        };
-        let header = Bytes::from(codec::encode(&header));
-        let chunks = file_chunks(snapshot.snapshot.path.clone())
+        // The header carries the metadata of the file actually sent, which is
+        // newer than `snapshot.meta` if a build replaced the file since openraft
+        // read it; the receiver refuses a file offered under other metadata.
+        let (meta, file) = open_snapshot_file(&snapshot.snapshot.path)
             .map_err(|error| StreamingError::Network(NetworkError::new(&error)))?;
+        let header = Bytes::from(codec::encode(&SnapshotHeader { vote, meta }));
+        let chunks = file_chunks(file);
         // A snapshot can be large: allow it well beyond a heartbeat's deadline.
         let deadline = option.hard_ttl().max(Duration::from_secs(600));
         let send = self
@@ -191,8 +190,7 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
 }
 
 /// Streams a file in [`SNAPSHOT_CHUNK_BYTES`] chunks.
-fn file_chunks(path: PathBuf) -> std::io::Result<rpc::ChunkStream> {
-    let file = std::fs::File::open(path)?;
+fn file_chunks(file: std::fs::File) -> rpc::ChunkStream {
     let stream = futures_util::stream::unfold(Some(file), |file| async move {
         let mut file = file?;
         let mut buffer = vec![0u8; SNAPSHOT_CHUNK_BYTES];
@@ -211,5 +209,5 @@ fn file_chunks(path: PathBuf) -> std::io::Result<rpc::ChunkStream> {
         buffer.truncate(filled);
         Some((Bytes::from(buffer), Some(file)))
     });
-    Ok(Box::pin(stream))
+    Box::pin(stream)
 }

@@ -17,7 +17,7 @@
 //! ```
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -224,10 +224,28 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: SnapshotFile,
     ) -> Result<(), io::Error> {
-        let (_, keyspace) = read_snapshot_file(&snapshot.path, &self.template)?;
+        let (file_meta, keyspace) = read_snapshot_file(&snapshot.path, &self.template)?;
+        // The file says what it holds. Installing it under other metadata (say,
+        // a newer snapshot file sent with an older snapshot's metadata) would
+        // set `last_applied` behind the keyspace and re-apply entries.
+        if &file_meta != meta {
+            return Err(invalid(&format!(
+                "snapshot file holds {:?}, offered as {:?}",
+                file_meta.last_log_id, meta.last_log_id
+            )));
+        }
         let current = self.dir.join("current.snap");
         if snapshot.path != current {
-            std::fs::rename(&snapshot.path, &current)?;
+            if snapshot.path.parent() == Some(self.dir.as_path()) {
+                std::fs::rename(&snapshot.path, &current)?;
+            } else {
+                // A file outside this directory belongs to someone else (and may
+                // be on another file system): copy it, never take it.
+                let tmp = self.dir.join("install.tmp");
+                std::fs::copy(&snapshot.path, &tmp)?;
+                File::open(&tmp)?.sync_all()?;
+                std::fs::rename(&tmp, &current)?;
+            }
             sync_dir(&self.dir)?;
         }
         {
@@ -329,6 +347,17 @@ fn read_meta(input: &mut impl Read) -> io::Result<SnapshotMeta> {
     crate::codec::decode(&meta_bytes)
 }
 
+/// Opens a snapshot file for sending: the metadata it holds, and the file
+/// positioned at its start. The metadata comes from the open file itself, so a
+/// newer build renamed over the path meanwhile cannot pair one snapshot's
+/// metadata with another's content.
+pub fn open_snapshot_file(path: &Path) -> io::Result<(SnapshotMeta, File)> {
+    let mut file = File::open(path)?;
+    let meta = read_meta(&mut BufReader::new(&mut file))?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok((meta, file))
+}
+
 /// Reads and verifies a snapshot file.
 pub fn read_snapshot_file(
     path: &Path,
@@ -356,4 +385,96 @@ pub fn error_replies(count: usize, text: &str) -> Vec<Frame> {
     (0..count)
         .map(|_| Frame::error_owned(text.to_string()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scratch::Scratch;
+    use openraft::entry::RaftEntry;
+    use openraft::testing::log_id;
+    use openraft::Membership;
+
+    fn open(dir: &Path) -> StateMachine {
+        StateMachine::open(dir, Keyspace::new(16, 7), 1).unwrap()
+    }
+
+    async fn build_after(machine: &mut StateMachine, index: u64) -> SnapshotMeta {
+        let membership = Membership::new_with_defaults(vec![[1u64].into()], []);
+        let entries = [
+            crate::types::Entry::new_membership(log_id::<TypeConfig>(1, 1, index - 1), membership),
+            crate::types::Entry::new_blank(log_id::<TypeConfig>(1, 1, index)),
+        ];
+        let stream = futures_util::stream::iter(entries.map(|entry| Ok((entry, None))));
+        machine.apply(stream).await.unwrap();
+        let mut builder = machine.get_snapshot_builder().await;
+        builder.build_snapshot().await.unwrap().meta
+    }
+
+    #[tokio::test]
+    async fn installing_a_file_from_another_directory_copies_it() {
+        let scratch = Scratch::new("sm-install-copy");
+        let mut leader = open(&scratch.0.join("leader"));
+        let mut follower = open(&scratch.0.join("follower"));
+        let meta = build_after(&mut leader, 3).await;
+        let sent = leader.get_current_snapshot().await.unwrap().unwrap();
+        follower
+            .install_snapshot(&meta, sent.snapshot)
+            .await
+            .unwrap();
+        let installed = follower.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(installed.meta, meta);
+        assert_eq!(follower.applied_state().await.unwrap().0, meta.last_log_id);
+        // The leader still has its snapshot to send to the next follower.
+        let kept = leader.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(kept.meta, meta);
+    }
+
+    #[tokio::test]
+    async fn a_file_offered_under_other_metadata_is_refused() {
+        let scratch = Scratch::new("sm-install-mismatch");
+        let mut leader = open(&scratch.0.join("leader"));
+        let mut follower = open(&scratch.0.join("follower"));
+        let older = build_after(&mut leader, 3).await;
+        // A newer build replaced the file after its metadata was read, and the
+        // two were paired anyway.
+        let newer = build_after(&mut leader, 5).await;
+        let file = leader
+            .get_current_snapshot()
+            .await
+            .unwrap()
+            .unwrap()
+            .snapshot;
+        let error = follower.install_snapshot(&older, file).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(follower.applied_state().await.unwrap().0, None);
+        assert_ne!(older, newer);
+    }
+
+    #[tokio::test]
+    async fn a_file_opened_for_sending_keeps_its_own_metadata() {
+        let scratch = Scratch::new("sm-open-for-sending");
+        let mut leader = open(&scratch.0.join("leader"));
+        let mut follower = open(&scratch.0.join("follower"));
+        let older = build_after(&mut leader, 3).await;
+        let path = leader
+            .get_current_snapshot()
+            .await
+            .unwrap()
+            .unwrap()
+            .snapshot
+            .path;
+        let (meta, mut file) = open_snapshot_file(&path).unwrap();
+        // A newer build is renamed over the path while the file is being sent.
+        let newer = build_after(&mut leader, 5).await;
+        assert_ne!(older, newer);
+        assert_eq!(meta, older);
+        let received = StateMachine::incoming_path(&scratch.0.join("follower"), 0);
+        std::io::copy(&mut file, &mut File::create(&received).unwrap()).unwrap();
+        follower
+            .install_snapshot(&meta, SnapshotFile { path: received })
+            .await
+            .unwrap();
+        assert_eq!(follower.applied_state().await.unwrap().0, older.last_log_id);
+    }
 }

@@ -156,7 +156,7 @@ impl LogStore {
         let fs = options.fs.clone();
         fs.create_dir_all(dir)?;
         let meta = read_meta(fs.as_ref(), dir)?;
-        let (disk, mut entries) = Disk::recover(dir, &options)?;
+        let (mut disk, mut entries) = Disk::recover(dir, &options)?;
         if let Some(purged) = meta.last_purged {
             while entries
                 .front()
@@ -164,6 +164,8 @@ impl LogStore {
             {
                 entries.pop_front();
             }
+            // Finishes a purge cut short by a crash after its metadata was saved.
+            disk.discard_through(purged.index)?;
         }
         let fsyncs = disk.fsyncs.clone();
         let (sender, receiver) = mpsc::unbounded_channel();
@@ -685,27 +687,41 @@ impl Disk {
         // Record the purge first: a crash between the two steps leaves extra
         // entries on disk, which recovery drops.
         self.save_meta(meta)?;
+        self.discard_through(index)
+    }
+
+    /// Forgets entries up to and including `index` and removes the segments
+    /// that hold nothing after it.
+    fn discard_through(&mut self, index: u64) -> io::Result<()> {
         while self.positions_base <= index && !self.positions.is_empty() {
             self.positions.pop_front();
             self.positions_base += 1;
         }
-        if self.positions.is_empty() {
+        let doomed: Vec<u64> = if self.positions.is_empty() {
+            // Nothing on disk outlives the purge (it may reach past the last
+            // entry, as when a snapshot ahead of the log is installed). Every
+            // segment goes: the next entry, `index + 1` or later, must start a
+            // segment of its own, or recovery would read it after a gap and cut
+            // the log there.
             self.positions_base = index + 1;
-        }
-        // A segment can go when the next one starts at or before index + 1.
-        let firsts: Vec<u64> = self.segments.keys().copied().collect();
-        let mut removed = false;
-        for pair in firsts.windows(2) {
-            if pair[1] <= index + 1 {
-                if self.current.as_ref().map(|(open, _)| *open) == Some(pair[0]) {
-                    self.current = None;
-                }
-                self.fs.remove(&self.dir.join(segment_name(pair[0])))?;
-                self.segments.remove(&pair[0]);
-                removed = true;
+            self.segments.keys().copied().collect()
+        } else {
+            // A segment can go when the next one starts at or before index + 1.
+            let firsts: Vec<u64> = self.segments.keys().copied().collect();
+            firsts
+                .windows(2)
+                .filter(|pair| pair[1] <= index + 1)
+                .map(|pair| pair[0])
+                .collect()
+        };
+        for first in &doomed {
+            if self.current.as_ref().map(|(open, _)| *open) == Some(*first) {
+                self.current = None;
             }
+            self.fs.remove(&self.dir.join(segment_name(*first)))?;
+            self.segments.remove(first);
         }
-        if removed {
+        if !doomed.is_empty() {
             self.fs.sync_dir(&self.dir)?;
         }
         Ok(())

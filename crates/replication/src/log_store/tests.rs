@@ -2,31 +2,11 @@
 //! purge, group commit.
 
 use super::*;
+use crate::scratch::Scratch;
 use crate::types::{Op, Request};
 use openraft::entry::RaftEntry;
 use openraft::testing::log_id;
 use openraft::type_config::TypeConfigExt;
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(label: &str) -> Scratch {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "slotraft-log-{label}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        Scratch(path)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn entry(term: u64, index: u64) -> Entry {
     let request = Request {
@@ -83,7 +63,7 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
 
 #[tokio::test]
 async fn state_survives_a_restart() {
-    let scratch = Scratch::new("restart");
+    let scratch = Scratch::new("log-restart");
     let vote = Vote::new_committed(3, 2);
     {
         let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
@@ -118,7 +98,7 @@ async fn state_survives_a_restart() {
 
 #[tokio::test]
 async fn a_torn_tail_is_cut_at_the_last_whole_record() {
-    let scratch = Scratch::new("torn");
+    let scratch = Scratch::new("log-torn");
     {
         let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
         append(&mut store, (1..=20).map(|index| entry(1, index)).collect()).await;
@@ -146,7 +126,7 @@ async fn a_torn_tail_is_cut_at_the_last_whole_record() {
 
 #[tokio::test]
 async fn a_flipped_byte_ends_the_log_before_that_record() {
-    let scratch = Scratch::new("flip");
+    let scratch = Scratch::new("log-flip");
     {
         let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
         append(&mut store, (1..=60).map(|index| entry(1, index)).collect()).await;
@@ -186,7 +166,7 @@ fn files_records(data: &[u8]) -> usize {
 
 #[tokio::test]
 async fn purge_removes_whole_segments_only() {
-    let scratch = Scratch::new("purge");
+    let scratch = Scratch::new("log-purge");
     let mut store = LogStore::open(&scratch.0, options(1000)).await.unwrap();
     append(&mut store, (1..=50).map(|index| entry(1, index)).collect()).await;
     let before = segments(&scratch.0).len();
@@ -224,7 +204,7 @@ async fn purge_removes_whole_segments_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_appends_share_fsyncs() {
-    let scratch = Scratch::new("group");
+    let scratch = Scratch::new("log-group");
     let store = LogStore::open(&scratch.0, options(64 << 20)).await.unwrap();
     // Submit many appends without waiting for each flush, then wait for all.
     let mut waits = Vec::new();
@@ -248,7 +228,7 @@ async fn concurrent_appends_share_fsyncs() {
 
 #[tokio::test]
 async fn appends_must_be_contiguous() {
-    let scratch = Scratch::new("gap");
+    let scratch = Scratch::new("log-gap");
     let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
     append(&mut store, vec![entry(1, 1), entry(1, 2)]).await;
     let (sender, _receiver) = TypeConfig::oneshot();
@@ -256,4 +236,49 @@ async fn appends_must_be_contiguous() {
         .append(vec![entry(1, 5)], IOFlushed::signal(sender))
         .await;
     assert!(result.is_err());
+}
+
+#[tokio::test]
+async fn a_purge_past_the_last_entry_survives_a_restart() {
+    let scratch = Scratch::new("log-purge-past-end");
+    {
+        let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+        append(&mut store, (1..=10).map(|index| entry(1, index)).collect()).await;
+        // As when installing a snapshot that is ahead of the whole log.
+        store.purge(log_id::<TypeConfig>(2, 1, 20)).await.unwrap();
+        append(&mut store, (21..=23).map(|index| entry(2, index)).collect()).await;
+    }
+    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, vec![21, 22, 23]);
+    let state = store.get_log_state().await.unwrap();
+    assert_eq!(
+        state.last_purged_log_id,
+        Some(log_id::<TypeConfig>(2, 1, 20))
+    );
+    assert_eq!(state.last_log_id, Some(log_id::<TypeConfig>(2, 1, 23)));
+}
+
+#[tokio::test]
+async fn a_purge_interrupted_after_its_metadata_is_finished_on_open() {
+    let scratch = Scratch::new("log-purge-interrupted");
+    {
+        let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+        append(&mut store, (1..=10).map(|index| entry(1, index)).collect()).await;
+    }
+    // The metadata of a purge past the last entry reached the disk; removing
+    // the segment did not.
+    let meta = Meta {
+        last_purged: Some(log_id::<TypeConfig>(2, 1, 20)),
+        ..Meta::default()
+    };
+    StdFs
+        .write_atomic(&scratch.0.join(META_FILE), &encode_meta(&meta))
+        .unwrap();
+    {
+        let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+        assert!(indexes(&mut store).await.is_empty());
+        append(&mut store, (21..=22).map(|index| entry(2, index)).collect()).await;
+    }
+    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, vec![21, 22]);
 }
