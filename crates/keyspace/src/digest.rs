@@ -124,10 +124,29 @@ pub fn debug_object(keyspace: &Keyspace, entry: &Entry, context: &Context) -> St
         )
     };
     format!(
-        "Value at:0x7f{address:010x} refcount:{} encoding:{} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}",
+        "Value at:0x7f{address:010x} refcount:{} encoding:{} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}{}",
         refcount(keyspace, &entry.value),
         entry.value.encoding_name(),
         rdb_value_length(&entry.value),
+        quicklist_details(&entry.value),
+    )
+}
+
+/// The fields Redis adds to DEBUG OBJECT for a quicklist, with the nodes this
+/// list would fill (no compression: `list-compress-depth 0`).
+fn quicklist_details(value: &Value) -> String {
+    let Value::List(list) = value else {
+        return String::new();
+    };
+    if !list.is_quicklist() {
+        return String::new();
+    }
+    let nodes = list.node_sizes();
+    let average = list.len() as f64 / nodes.len() as f64;
+    format!(
+        " ql_nodes:{} ql_avg_node:{average:.2} ql_listpack_max:-2 ql_compressed:0 ql_uncompressed_size:{}",
+        nodes.len(),
+        nodes.iter().sum::<usize>(),
     )
 }
 
@@ -149,10 +168,23 @@ pub fn refcount(keyspace: &Keyspace, value: &Value) -> i64 {
 }
 
 /// Bytes Redis's RDB encoding of `value` takes (`rdbSavedObjectLen`), assuming no
-/// compression.
+/// compression. A list is saved as its quicklist nodes (a listpack as one node):
+/// the node count, then each node's container type and listpack bytes.
 fn rdb_value_length(value: &Value) -> usize {
     match value {
         Value::String(string) => rdb_string_length(&string.as_cow()),
+        Value::List(list) => {
+            let nodes = if list.is_quicklist() {
+                list.node_sizes()
+            } else {
+                vec![list.packed_bytes()]
+            };
+            let node_bytes: usize = nodes
+                .iter()
+                .map(|&size| 1 + rdb_length_prefix(size as u64) + size)
+                .sum();
+            rdb_length_prefix(nodes.len() as u64) + node_bytes
+        }
     }
 }
 

@@ -18,7 +18,7 @@
 //! Adding a type means adding a type byte, an arm in [`encode_body`] and an arm in
 //! [`decode_body`]; the framing stays as it is.
 
-use crate::value::{StringValue, Value};
+use crate::value::{ListValue, StringValue, Value};
 
 /// Version of the payload format written by [`serialize_value`]; payloads with a
 /// version newer than this (or zero) are refused.
@@ -28,6 +28,9 @@ pub const FORMAT_VERSION: u16 = 1;
 pub mod type_byte {
     /// A string: a length (LEB128 varint) followed by the bytes.
     pub const STRING: u8 = 0;
+    /// A list: the element count (varint), then each element from head to tail
+    /// as a length (varint) followed by the bytes.
+    pub const LIST: u8 = 1;
 }
 
 /// Bytes after the serialized value: the version and the checksum.
@@ -99,6 +102,14 @@ pub(crate) fn encode_body_into(out: &mut Vec<u8>, value: &Value) {
             put_length(out, data.len() as u64);
             out.extend_from_slice(&data);
         }
+        Value::List(list) => {
+            out.push(type_byte::LIST);
+            put_length(out, list.len() as u64);
+            for element in list.iter() {
+                put_length(out, element.len() as u64);
+                out.extend_from_slice(element);
+            }
+        }
     }
 }
 
@@ -114,12 +125,30 @@ pub fn decode_body(body: &[u8]) -> Result<Value, BadPayload> {
             // as Redis re-encodes strings it loads.
             Value::String(StringValue::from_bytes(data))
         }
+        type_byte::LIST => Value::List(decode_list(&mut reader)?),
         _ => return Err(BadPayload),
     };
     if !reader.data.is_empty() {
         return Err(BadPayload);
     }
     Ok(value)
+}
+
+/// A list body after its type byte. The count is checked against the bytes that
+/// are there (each element takes at least one), never trusted for an allocation.
+/// Lists are never stored empty, so an empty one is refused.
+fn decode_list(reader: &mut Reader<'_>) -> Result<ListValue, BadPayload> {
+    let count = reader.length()?;
+    if count == 0 || count > reader.data.len() {
+        return Err(BadPayload);
+    }
+    let mut elements = Vec::with_capacity(count);
+    for _ in 0..count {
+        let length = reader.length()?;
+        elements.push(reader.take(length)?);
+    }
+    // Encoded as Redis encodes a list it loads: a listpack when it fits one.
+    Ok(ListValue::from_elements(elements))
 }
 
 /// Appends `length` as an unsigned LEB128 varint.
@@ -252,6 +281,47 @@ mod tests {
             deserialize_value(&serialize_value(&raw)),
             Ok(Value::String(StringValue::Int(42)))
         );
+    }
+
+    #[test]
+    fn lists_round_trip_in_order() {
+        let long = vec![b'L'; 5000];
+        for value in [
+            Value::list(["a"]),
+            Value::list(["a", "", "12", "-5", "x"]),
+            Value::list([&long[..], b"tail"]),
+            Value::list(std::iter::repeat_n("e", 3000)),
+        ] {
+            let payload = serialize_value(&value);
+            assert_eq!(deserialize_value(&payload), Ok(value.clone()));
+        }
+        let body = encode_body(&Value::list(["ab", "c"]));
+        assert_eq!(body, [type_byte::LIST, 2, 2, b'a', b'b', 1, b'c']);
+        // A large list loads as a quicklist, a small one as a listpack.
+        let Ok(Value::List(big)) =
+            deserialize_value(&serialize_value(&Value::list([&long[..], &long[..]])))
+        else {
+            panic!("a list");
+        };
+        assert!(big.is_quicklist());
+    }
+
+    #[test]
+    fn malformed_lists_are_rejected() {
+        for body in [
+            &[type_byte::LIST, 0][..],
+            &[type_byte::LIST, 2, 1, b'a'],
+            &[type_byte::LIST, 1, 2, b'a'],
+            &[type_byte::LIST, 1, 1, b'a', b'b'],
+            &[type_byte::LIST, 0xFF, 0xFF, 0xFF, 0x0F, 1, b'a'],
+            &[type_byte::LIST],
+        ] {
+            assert_eq!(
+                deserialize_value(&sealed(body, FORMAT_VERSION)),
+                Err(BadPayload),
+                "{body:?}"
+            );
+        }
     }
 
     #[test]

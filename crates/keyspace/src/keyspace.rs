@@ -3,7 +3,31 @@
 use crate::db::{Db, Entry};
 use crate::rng::Rng;
 use crate::value::Value;
+use bytes::Bytes;
 use resp::Protocol;
+use std::collections::BTreeSet;
+
+/// What a blocking command (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) waits for
+/// when it could not be served at once. The keyspace never waits: the command
+/// replies with its timeout reply and records this in [`Context::block`]; the
+/// node holds the client, and runs the same command again when one of `keys`
+/// is reported ready ([`Keyspace::take_ready_keys`]) or answers the timeout
+/// reply once `timeout_ms` has passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockOn {
+    /// The database the keys are in.
+    pub db: usize,
+    /// The keys to wait for, in the command's order, each once.
+    pub keys: Vec<Bytes>,
+    /// How long to wait, in milliseconds (the command's seconds, rounded up);
+    /// 0 waits forever.
+    pub timeout_ms: u64,
+}
+
+/// Most keys remembered as ready between two [`Keyspace::take_ready_keys`]
+/// calls. A node drains the set after every batch, so it holds at most what one
+/// batch touched; the bound only matters to a caller that never drains.
+pub const MAX_READY_KEYS: usize = 1 << 20;
 
 /// Everything a command may know about the world, supplied by the caller: the time
 /// (the log entry's stamp), a seeded random source, the selected database and the
@@ -26,6 +50,10 @@ pub struct Context {
     /// access data and hit/miss counters change). Write commands always expire
     /// lazily: [`Keyspace::execute`] turns this on while one runs.
     pub lazy_expire: bool,
+    /// Set by a blocking command that found nothing to serve (see [`BlockOn`]);
+    /// [`Keyspace::execute`] clears it before every command, so after a call it
+    /// describes that command alone.
+    pub block: Option<BlockOn>,
 }
 
 impl Context {
@@ -37,6 +65,7 @@ impl Context {
             protocol: Protocol::Resp2,
             cluster_mode: false,
             lazy_expire: true,
+            block: None,
         }
     }
 
@@ -89,6 +118,12 @@ pub struct Keyspace {
     dbs: Vec<Db>,
     pub config: KeyspaceConfig,
     pub stats: Stats,
+    /// Keys that received list elements since the last
+    /// [`Keyspace::take_ready_keys`], in the order they first did; with
+    /// `ready_set` for the duplicate check. Not replicated state: nothing a
+    /// command answers depends on it.
+    ready_keys: Vec<(usize, Bytes)>,
+    ready_set: BTreeSet<(usize, Bytes)>,
 }
 
 impl Keyspace {
@@ -103,6 +138,8 @@ impl Keyspace {
             dbs,
             config: KeyspaceConfig::default(),
             stats: Stats::default(),
+            ready_keys: Vec::new(),
+            ready_set: BTreeSet::new(),
         }
     }
 
@@ -113,6 +150,8 @@ impl Keyspace {
             dbs,
             config,
             stats: Stats::default(),
+            ready_keys: Vec::new(),
+            ready_set: BTreeSet::new(),
         }
     }
 
@@ -223,6 +262,28 @@ impl Keyspace {
         self.dbs[context.db].remove(key);
         self.stats.dirty += 1;
         true
+    }
+
+    /// Records that `key` in database `db` received list elements, so clients
+    /// blocked on it may now be served. Each key is recorded once until the next
+    /// [`Keyspace::take_ready_keys`].
+    pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+        if self.ready_keys.len() >= MAX_READY_KEYS {
+            return;
+        }
+        let entry = (db, Bytes::copy_from_slice(key));
+        if self.ready_set.insert(entry.clone()) {
+            self.ready_keys.push(entry);
+        }
+    }
+
+    /// The keys (database, name) that received list elements since the last
+    /// call, in the order they first did, each once; clears the record. The node
+    /// calls this after every batch it runs and re-runs the commands of clients
+    /// blocked on these keys.
+    pub fn take_ready_keys(&mut self) -> Vec<(usize, Bytes)> {
+        self.ready_set.clear();
+        std::mem::take(&mut self.ready_keys)
     }
 
     /// Access data for a key created now.
@@ -399,6 +460,7 @@ mod tests {
         h.set_with_expiry("gone", "value", START_MS + 5);
         h.set_with_expiry("gone-int", "12", START_MS + 5);
         h.set("kept", "w");
+        h.set_value("gone-list", Value::list(["a", "b"]), Some(START_MS + 5));
         h.context.db = 1;
         h.set_with_expiry("other-db", "x", START_MS + 5);
         h.context.db = 0;
@@ -425,6 +487,15 @@ mod tests {
                 Some(Frame::Integer(1)),
             ),
             (vec!["TYPE", "gone"], Some(Frame::simple("none"))),
+            (vec!["TYPE", "gone-list"], Some(Frame::simple("none"))),
+            (vec!["LLEN", "gone-list"], Some(Frame::Integer(0))),
+            (vec!["LRANGE", "gone-list", "0", "-1"], Some(array(vec![]))),
+            (vec!["LINDEX", "gone-list", "0"], Some(Frame::Null)),
+            (vec!["LPOS", "gone-list", "a"], Some(Frame::Null)),
+            (
+                vec!["LPOS", "gone-list", "a", "COUNT", "0"],
+                Some(array(vec![])),
+            ),
             (vec!["TTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["PTTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["EXPIRETIME", "gone"], Some(Frame::Integer(-2))),
@@ -444,7 +515,7 @@ mod tests {
             (vec!["OBJECT", "FREQ", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "HELP"], None),
             // As Redis: DBSIZE counts keys not reclaimed yet.
-            (vec!["DBSIZE"], Some(Frame::Integer(3))),
+            (vec!["DBSIZE"], Some(Frame::Integer(4))),
             (vec!["PING"], Some(Frame::simple("PONG"))),
             (vec!["ECHO", "hi"], Some(bulk("hi"))),
             (vec!["COMMAND"], None),
@@ -493,8 +564,8 @@ mod tests {
         assert_eq!(h.keyspace.expired_keys(), 0);
         assert_eq!(digest(&h.keyspace, START_MS), digest_before);
         let db = h.keyspace.db_ref(0);
-        assert_eq!(db.len(), 3);
-        assert_eq!(db.expires_len(), 2);
+        assert_eq!(db.len(), 4);
+        assert_eq!(db.expires_len(), 3);
         assert!(db.peek(b"gone", START_MS).is_some());
         assert!(db.peek(b"gone", START_MS + 10).is_none());
         assert!(h.keyspace.db_ref(1).peek(b"other-db", START_MS).is_some());

@@ -15,6 +15,7 @@ pub mod dump;
 pub mod errors;
 pub mod glob;
 mod keyspace;
+pub mod list;
 pub mod rng;
 pub mod snapshot;
 #[cfg(test)]
@@ -23,9 +24,9 @@ pub mod value;
 
 pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
-pub use keyspace::{Context, Keyspace, KeyspaceConfig, Stats};
+pub use keyspace::{BlockOn, Context, Keyspace, KeyspaceConfig, Stats};
 pub use rng::Rng;
-pub use value::{StringValue, Value};
+pub use value::{ListValue, StringValue, Value};
 
 use bytes::Bytes;
 use resp::Frame;
@@ -39,6 +40,7 @@ impl Keyspace {
         context: &mut Context,
         arguments: &[Bytes],
     ) -> Frame {
+        context.block = None;
         match spec.handler {
             // A write runs through the log with the entry's time on every replica
             // alike, so it may always reclaim the expired keys it meets.

@@ -15,7 +15,8 @@
 //!     per key, in table order:
 //!         key                         varint length + bytes
 //!         expire_at_ms                u64 LE (0 = no TTL)
-//!         encoding                    u8 (strings: 0 int, 1 embstr, 2 raw)
+//!         encoding                    u8 (strings: 0 int, 1 embstr, 2 raw;
+//!                                     lists: 3 listpack, 4 quicklist)
 //!         value                       varint length + the DUMP body (dump.rs:
 //!                                     type byte + serialized value)
 //! end marker                          0xFF
@@ -58,11 +59,13 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Follows the last database.
 const END_MARKER: u8 = 0xFF;
 
-/// Encoding bytes (for strings; other types will add their own).
+/// Encoding bytes, one per encoding of every type.
 mod encoding {
     pub const INT: u8 = 0;
     pub const EMBSTR: u8 = 1;
     pub const RAW: u8 = 2;
+    pub const LISTPACK: u8 = 3;
+    pub const QUICKLIST: u8 = 4;
 }
 
 /// Most databases a snapshot may hold.
@@ -217,13 +220,28 @@ fn encoding_of(value: &Value) -> u8 {
             encoding::EMBSTR
         }
         Value::String(StringValue::Bytes { raw: true, .. }) => encoding::RAW,
+        Value::List(list) if list.is_quicklist() => encoding::QUICKLIST,
+        Value::List(_) => encoding::LISTPACK,
     }
 }
 
-/// Gives a decoded value (which DUMP's decoder stores as SET would) the encoding
-/// it had when written.
+/// Gives a decoded value (which DUMP's decoder encodes as a load would) the
+/// encoding it had when written.
 fn with_encoding(value: Value, tag: u8) -> Result<Value, SnapshotError> {
-    let Value::String(string) = value;
+    match value {
+        Value::String(string) => string_with_encoding(string, tag).map(Value::String),
+        Value::List(mut list) => {
+            match tag {
+                encoding::LISTPACK => list.set_quicklist(false),
+                encoding::QUICKLIST => list.set_quicklist(true),
+                other => return Err(corrupt(format!("encoding {other} for a list"))),
+            }
+            Ok(Value::List(list))
+        }
+    }
+}
+
+fn string_with_encoding(string: StringValue, tag: u8) -> Result<StringValue, SnapshotError> {
     let string = match (tag, string) {
         (encoding::INT, string @ StringValue::Int(_)) => string,
         (encoding::INT, _) => return Err(corrupt("int encoding of a non-integer string")),
@@ -246,7 +264,7 @@ fn with_encoding(value: Value, tag: u8) -> Result<Value, SnapshotError> {
         (encoding::RAW, StringValue::Bytes { data, .. }) => StringValue::raw(data),
         (other, _) => return Err(corrupt(format!("unknown encoding {other}"))),
     };
-    Ok(Value::String(string))
+    Ok(string)
 }
 
 // ---- Reading -------------------------------------------------------------------
@@ -529,6 +547,24 @@ mod tests {
                     run(&mut keyspace, &mut context, &["SET", &key, "3"]);
                     run(&mut keyspace, &mut context, &["INCRBYFLOAT", &key, "2"]);
                 }
+                // Lists, small (listpack) and large (quicklist).
+                3 => {
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["RPUSH", &key, "a", "12", &value],
+                    );
+                }
+                4 if index % 16 == 0 => {
+                    let large = "l".repeat(8200);
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["LPUSH", &key, &large, &value],
+                    );
+                }
                 _ => {}
             }
             match rng.below(4) {
@@ -640,12 +676,18 @@ mod tests {
     fn round_trips_keep_state_layout_and_behaviour() {
         let mut history_shaped_tables = 0;
         let mut moved_hash_keys = 0;
+        let mut list_encodings = std::collections::BTreeSet::new();
         for seed in 0..40 {
             assert_round_trip(seed);
             // The samples must exercise what a naive rebuild would get wrong.
             let (keyspace, _) = random_keyspace(seed);
             let fresh = Keyspace::new(keyspace.database_count(), 0);
             for db in keyspace.dbs() {
+                for (_, entry) in db.entries() {
+                    if entry.value.is_list() {
+                        list_encodings.insert(entry.value.encoding_name());
+                    }
+                }
                 let natural = (db.len() as u64).next_power_of_two().max(4);
                 if !db.is_empty() && db.layout().key_buckets != natural {
                     history_shaped_tables += 1;
@@ -673,6 +715,7 @@ mod tests {
         }
         assert!(history_shaped_tables > 0);
         assert!(moved_hash_keys > 0);
+        assert_eq!(list_encodings.len(), 2, "{list_encodings:?}");
     }
 
     #[test]
@@ -689,6 +732,12 @@ mod tests {
         h.set("embstr-digits", "1");
         h.run(&["INCRBYFLOAT", "embstr-digits", "2"]);
         h.set("empty", "");
+        h.run(&["RPUSH", "listpack", "a", "1"]);
+        h.run(&["RPUSH", "quicklist", &"q".repeat(9000)]);
+        // A quicklist that shrank to listpack size without the shrink check
+        // running (LINSERT only grows) keeps its encoding through a snapshot.
+        h.run(&["RPUSH", "grown", "a"]);
+        h.run(&["LINSERT", "grown", "AFTER", "none", &"g".repeat(9000)]);
         let expected = [
             ("int", "int"),
             ("inline", "embstr"),
@@ -698,6 +747,9 @@ mod tests {
             ("raw-digits", "raw"),
             ("embstr-digits", "embstr"),
             ("empty", "embstr"),
+            ("listpack", "listpack"),
+            ("quicklist", "quicklist"),
+            ("grown", "quicklist"),
         ];
         for (key, encoding) in expected {
             assert_eq!(h.encoding(key), Some(encoding), "{key} before");
@@ -960,12 +1012,17 @@ mod tests {
 
     /// One entry's bytes: key, no TTL, `encoding`, a string body.
     fn entry_bytes(key: &[u8], encoding: u8, value: &[u8]) -> Vec<u8> {
+        value_entry_bytes(key, encoding, &Value::string(value))
+    }
+
+    /// One entry's bytes: key, no TTL, `encoding`, the body of `value`.
+    fn value_entry_bytes(key: &[u8], encoding: u8, value: &Value) -> Vec<u8> {
         let mut out = Vec::new();
         dump::put_length(&mut out, key.len() as u64);
         out.extend_from_slice(key);
         out.extend_from_slice(&0u64.to_le_bytes());
         out.push(encoding);
-        let body = dump::encode_body(&Value::string(value));
+        let body = dump::encode_body(value);
         dump::put_length(&mut out, body.len() as u64);
         out.extend_from_slice(&body);
         out
@@ -1008,6 +1065,19 @@ mod tests {
         refused(
             sealed_db(4, 0, &entry_bytes(b"k", encoding::EMBSTR, &[b'e'; 45]), 1),
             "long embstr",
+        );
+        let list = Value::list(["a", "b"]);
+        for tag in [encoding::LISTPACK, encoding::QUICKLIST] {
+            let entry = value_entry_bytes(b"k", tag, &list);
+            assert!(load(&sealed_db(4, 0, &entry, 1)).is_ok());
+        }
+        refused(
+            sealed_db(4, 0, &value_entry_bytes(b"k", encoding::RAW, &list), 1),
+            "a list with a string encoding",
+        );
+        refused(
+            sealed_db(4, 0, &entry_bytes(b"k", encoding::LISTPACK, b"v"), 1),
+            "a string with a list encoding",
         );
         let mut bad_type = one.clone();
         let type_position = bad_type.len() - 3;

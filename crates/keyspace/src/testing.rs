@@ -61,6 +61,12 @@ impl Harness {
         );
     }
 
+    /// Stores any value, with an optional expiry time.
+    pub fn set_value(&mut self, key: &str, value: Value, expire_at_ms: Option<u64>) {
+        self.keyspace
+            .set(&mut self.context, key.as_bytes(), value, expire_at_ms);
+    }
+
     pub fn advance(&mut self, milliseconds: u64) {
         self.context.now_ms += milliseconds;
     }

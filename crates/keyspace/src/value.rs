@@ -1,8 +1,12 @@
 //! Stored values. Strings keep Redis's three encodings so OBJECT ENCODING answers as
-//! Redis does and INCR on an integer string never reparses it. The other types
-//! arrive with their own families.
+//! Redis does and INCR on an integer string never reparses it. Lists are a deque
+//! of elements (short ones stored inline) that also keeps the size Redis's
+//! listpack of the same elements would have, so OBJECT ENCODING can answer
+//! `listpack` or `quicklist` exactly when Redis would.
 
 use bytes::Bytes;
+
+pub use crate::list::{End, ListElement, ListValue};
 
 /// Longest string Redis stores as `embstr` (created whole, never modified).
 pub const EMBSTR_MAX_BYTES: usize = 44;
@@ -14,6 +18,7 @@ pub const INLINE_STRING_BYTES: usize = 22;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     String(StringValue),
+    List(ListValue),
 }
 
 impl Value {
@@ -21,6 +26,7 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::String(_) => "string",
+            Value::List(_) => "list",
         }
     }
 
@@ -28,11 +34,24 @@ impl Value {
     pub fn encoding_name(&self) -> &'static str {
         match self {
             Value::String(string) => string.encoding_name(),
+            Value::List(list) => list.encoding_name(),
         }
     }
 
     pub fn string(data: impl AsRef<[u8]>) -> Value {
         Value::String(StringValue::from_bytes(data.as_ref()))
+    }
+
+    /// A list of `elements`, head first.
+    pub fn list<T: AsRef<[u8]>>(elements: impl IntoIterator<Item = T>) -> Value {
+        let elements: Vec<T> = elements.into_iter().collect();
+        Value::List(ListValue::from_elements(
+            elements.iter().map(|element| element.as_ref()),
+        ))
+    }
+
+    pub fn is_list(&self) -> bool {
+        matches!(self, Value::List(_))
     }
 }
 

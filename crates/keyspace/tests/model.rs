@@ -1,12 +1,13 @@
 //! Property test: random command sequences against the keyspace, compared reply by
 //! reply with a deliberately simple reference model (a BTreeMap of key -> value and
-//! optional expiry time), including time moving forward between commands.
+//! optional expiry time, lists as a VecDeque), including time moving forward
+//! between commands.
 
 use bytes::Bytes;
 use keyspace::{commands, Context, Keyspace};
 use proptest::prelude::*;
 use resp::Frame;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 const KEYS: &[&str] = &["a", "b", "c", "{t}d"];
 const VALUES: &[&str] = &[
@@ -36,6 +37,40 @@ enum Operation {
     Rename(usize, usize),
     Keys,
     Advance(u64),
+    Push(usize, bool, Vec<usize>),
+    Pop(usize, bool, Option<usize>),
+    Llen(usize),
+    Lrange(usize, i64, i64),
+    Lindex(usize, i64),
+    Lrem(usize, i64, usize),
+    Ltrim(usize, i64, i64),
+    Lmove(usize, usize, bool, bool),
+    Type(usize),
+}
+
+fn list_operation() -> impl Strategy<Value = Operation> {
+    let key = 0..KEYS.len();
+    let value = 0..VALUES.len();
+    let index = -6i64..6;
+    prop_oneof![
+        (
+            key.clone(),
+            any::<bool>(),
+            proptest::collection::vec(value.clone(), 1..4)
+        )
+            .prop_map(|(k, left, values)| Operation::Push(k, left, values)),
+        (key.clone(), any::<bool>(), proptest::option::of(0usize..4))
+            .prop_map(|(k, left, count)| Operation::Pop(k, left, count)),
+        key.clone().prop_map(Operation::Llen),
+        (key.clone(), index.clone(), index.clone())
+            .prop_map(|(k, a, b)| Operation::Lrange(k, a, b)),
+        (key.clone(), index.clone()).prop_map(|(k, i)| Operation::Lindex(k, i)),
+        (key.clone(), -3i64..4, value).prop_map(|(k, n, v)| Operation::Lrem(k, n, v)),
+        (key.clone(), index.clone(), index).prop_map(|(k, a, b)| Operation::Ltrim(k, a, b)),
+        (key.clone(), key.clone(), any::<bool>(), any::<bool>())
+            .prop_map(|(from, to, left, right)| Operation::Lmove(from, to, left, right)),
+        key.prop_map(Operation::Type),
+    ]
 }
 
 fn operation() -> impl Strategy<Value = Operation> {
@@ -56,14 +91,41 @@ fn operation() -> impl Strategy<Value = Operation> {
         (key.clone(), key).prop_map(|(from, to)| Operation::Rename(from, to)),
         Just(Operation::Keys),
         (0u64..30).prop_map(Operation::Advance),
+        list_operation(),
+        list_operation(),
     ]
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A stored value in the model.
+#[derive(Clone)]
+enum Stored {
+    String(Vec<u8>),
+    List(VecDeque<Vec<u8>>),
+}
+
+/// Redis's start/stop resolution over `length` elements (inclusive), if any.
+fn model_range(start: i64, stop: i64, length: usize) -> Option<(usize, usize)> {
+    let length = length as i64;
+    let start = if start < 0 {
+        (length + start).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        length + stop
+    } else {
+        stop.min(length - 1)
+    };
+    (start <= stop && start < length).then_some((start as usize, stop as usize))
 }
 
 /// The reference: live keys only, values as bytes, expiry as absolute ms.
 #[derive(Default)]
 struct Model {
     now_ms: u64,
-    keys: BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>,
+    keys: BTreeMap<Vec<u8>, (Stored, Option<u64>)>,
 }
 
 impl Model {
@@ -78,15 +140,17 @@ impl Model {
         let value = |index: &usize| VALUES[*index].as_bytes().to_vec();
         match operation {
             Operation::Set(k, v) => {
-                self.keys.insert(key(k), (value(v), None));
+                self.keys.insert(key(k), (Stored::String(value(v)), None));
                 Frame::OK
             }
             Operation::SetPx(k, v, ms) => {
-                self.keys.insert(key(k), (value(v), Some(self.now_ms + ms)));
+                self.keys
+                    .insert(key(k), (Stored::String(value(v)), Some(self.now_ms + ms)));
                 Frame::OK
             }
             Operation::Get(k) => match self.keys.get(&key(k)) {
-                Some((data, _)) => Frame::bulk(data.clone()),
+                Some((Stored::String(data), _)) => Frame::bulk(data.clone()),
+                Some(_) => Frame::error(WRONGTYPE),
                 None => Frame::Null,
             },
             Operation::Del(k) | Operation::Exists(k) => {
@@ -97,11 +161,11 @@ impl Model {
                 Frame::Integer(present as i64)
             }
             Operation::IncrBy(k, by) => {
-                let (current, at) = self
-                    .keys
-                    .get(&key(k))
-                    .cloned()
-                    .unwrap_or((b"0".to_vec(), None));
+                let (current, at) = match self.keys.get(&key(k)).cloned() {
+                    Some((Stored::String(data), at)) => (data, at),
+                    Some(_) => return Frame::error(WRONGTYPE),
+                    None => (b"0".to_vec(), None),
+                };
                 let parsed = std::str::from_utf8(&current)
                     .ok()
                     .and_then(|text| text.parse::<i64>().ok())
@@ -112,19 +176,28 @@ impl Model {
                 let Some(sum) = number.checked_add(*by) else {
                     return Frame::error("ERR increment or decrement would overflow");
                 };
-                self.keys.insert(key(k), (sum.to_string().into_bytes(), at));
+                self.keys
+                    .insert(key(k), (Stored::String(sum.to_string().into_bytes()), at));
                 Frame::Integer(sum)
             }
             Operation::Append(k, v) => {
-                let entry = self.keys.entry(key(k)).or_insert((Vec::new(), None));
-                entry.0.extend(value(v));
-                Frame::Integer(entry.0.len() as i64)
+                let entry = self
+                    .keys
+                    .entry(key(k))
+                    .or_insert((Stored::String(Vec::new()), None));
+                match &mut entry.0 {
+                    Stored::String(data) => {
+                        data.extend(value(v));
+                        Frame::Integer(data.len() as i64)
+                    }
+                    Stored::List(_) => Frame::error(WRONGTYPE),
+                }
             }
-            Operation::Strlen(k) => Frame::Integer(
-                self.keys
-                    .get(&key(k))
-                    .map_or(0, |(data, _)| data.len() as i64),
-            ),
+            Operation::Strlen(k) => match self.keys.get(&key(k)) {
+                Some((Stored::String(data), _)) => Frame::Integer(data.len() as i64),
+                Some(_) => Frame::error(WRONGTYPE),
+                None => Frame::Integer(0),
+            },
             Operation::Pexpire(k, ms) => match self.keys.get_mut(&key(k)) {
                 Some((_, at)) => {
                     *at = Some(self.now_ms + ms);
@@ -161,7 +234,170 @@ impl Model {
                 self.now_ms += ms;
                 Frame::OK
             }
+            Operation::Type(k) => Frame::simple(match self.keys.get(&key(k)) {
+                None => "none",
+                Some((Stored::String(_), _)) => "string",
+                Some((Stored::List(_), _)) => "list",
+            }),
+            _ => self.apply_list(operation),
         }
+    }
+
+    /// The list at `key`: Ok(None) when absent, WRONGTYPE for a string.
+    fn list(&mut self, key: &[u8]) -> Result<Option<&mut VecDeque<Vec<u8>>>, Frame> {
+        match self.keys.get_mut(key) {
+            None => Ok(None),
+            Some((Stored::List(list), _)) => Ok(Some(list)),
+            Some(_) => Err(Frame::error(WRONGTYPE)),
+        }
+    }
+
+    /// Deletes `key` if it holds an empty list.
+    fn drop_if_empty(&mut self, key: &[u8]) {
+        if matches!(self.keys.get(key), Some((Stored::List(list), _)) if list.is_empty()) {
+            self.keys.remove(key);
+        }
+    }
+
+    fn apply_list(&mut self, operation: &Operation) -> Frame {
+        let key = |index: &usize| KEYS[*index].as_bytes().to_vec();
+        let reply = match self.list_reply(operation) {
+            Ok(reply) | Err(reply) => reply,
+        };
+        for index in 0..KEYS.len() {
+            self.drop_if_empty(&key(&index));
+        }
+        reply
+    }
+
+    fn list_reply(&mut self, operation: &Operation) -> Result<Frame, Frame> {
+        let key = |index: &usize| KEYS[*index].as_bytes().to_vec();
+        let bulk = |data: &Vec<u8>| Frame::bulk(data.clone());
+        Ok(match operation {
+            Operation::Push(k, left, values) => {
+                if self.list(&key(k))?.is_none() {
+                    self.keys
+                        .insert(key(k), (Stored::List(VecDeque::new()), None));
+                }
+                let list = self.list(&key(k))?.expect("created");
+                for v in values {
+                    let data = VALUES[*v].as_bytes().to_vec();
+                    if *left {
+                        list.push_front(data)
+                    } else {
+                        list.push_back(data)
+                    }
+                }
+                Frame::Integer(list.len() as i64)
+            }
+            Operation::Pop(k, left, count) => {
+                let Some(list) = self.list(&key(k))? else {
+                    return Ok(if count.is_some() {
+                        Frame::NullArray
+                    } else {
+                        Frame::Null
+                    });
+                };
+                let mut pop = || {
+                    if *left {
+                        list.pop_front()
+                    } else {
+                        list.pop_back()
+                    }
+                };
+                match count {
+                    None => pop().map_or(Frame::Null, |data| bulk(&data)),
+                    Some(count) => Frame::Array(
+                        (0..*count)
+                            .map_while(|_| pop())
+                            .map(|data| bulk(&data))
+                            .collect(),
+                    ),
+                }
+            }
+            Operation::Llen(k) => {
+                Frame::Integer(self.list(&key(k))?.map_or(0, |list| list.len() as i64))
+            }
+            Operation::Lrange(k, start, stop) => {
+                let list = self.list(&key(k))?.cloned().unwrap_or_default();
+                Frame::Array(match model_range(*start, *stop, list.len()) {
+                    Some((first, last)) => (first..=last).map(|index| bulk(&list[index])).collect(),
+                    None => Vec::new(),
+                })
+            }
+            Operation::Lindex(k, index) => {
+                let Some(list) = self.list(&key(k))? else {
+                    return Ok(Frame::Null);
+                };
+                let position = if *index < 0 {
+                    list.len() as i64 + index
+                } else {
+                    *index
+                };
+                usize::try_from(position)
+                    .ok()
+                    .and_then(|position| list.get(position))
+                    .map_or(Frame::Null, bulk)
+            }
+            Operation::Lrem(k, count, v) => {
+                let Some(list) = self.list(&key(k))? else {
+                    return Ok(Frame::Integer(0));
+                };
+                let target = VALUES[*v].as_bytes();
+                let limit = count.unsigned_abs() as usize;
+                let mut removed = 0;
+                let mut order: Vec<usize> = (0..list.len()).collect();
+                if *count < 0 {
+                    order.reverse();
+                }
+                let mut doomed = Vec::new();
+                for index in order {
+                    if list[index] == target && (limit == 0 || removed < limit) {
+                        removed += 1;
+                        doomed.push(index);
+                    }
+                }
+                doomed.sort_unstable();
+                for index in doomed.into_iter().rev() {
+                    list.remove(index);
+                }
+                Frame::Integer(removed as i64)
+            }
+            Operation::Ltrim(k, start, stop) => {
+                if let Some(list) = self.list(&key(k))? {
+                    *list = match model_range(*start, *stop, list.len()) {
+                        Some((first, last)) => list.range(first..=last).cloned().collect(),
+                        None => VecDeque::new(),
+                    };
+                }
+                Frame::OK
+            }
+            Operation::Lmove(from, to, left, right) => {
+                if self.list(&key(from))?.is_none() {
+                    return Ok(Frame::Null);
+                }
+                self.list(&key(to))?;
+                let source = self.list(&key(from))?.expect("checked");
+                let data = if *left {
+                    source.pop_front()
+                } else {
+                    source.pop_back()
+                }
+                .expect("never empty");
+                if self.list(&key(to))?.is_none() {
+                    self.keys
+                        .insert(key(to), (Stored::List(VecDeque::new()), None));
+                }
+                let destination = self.list(&key(to))?.expect("created");
+                if *right {
+                    destination.push_back(data.clone())
+                } else {
+                    destination.push_front(data.clone())
+                }
+                bulk(&data)
+            }
+            _ => unreachable!("not a list operation"),
+        })
     }
 }
 
@@ -185,6 +421,33 @@ fn words(operation: &Operation) -> Option<Vec<String>> {
         Operation::Rename(from, to) => vec!["RENAME".into(), key(from), key(to)],
         Operation::Keys => vec!["KEYS".into(), "*".into()],
         Operation::Advance(_) => return None,
+        Operation::Push(k, left, values) => {
+            let mut words = vec![if *left { "LPUSH" } else { "RPUSH" }.into(), key(k)];
+            words.extend(values.iter().map(value));
+            words
+        }
+        Operation::Pop(k, left, count) => {
+            let mut words = vec![if *left { "LPOP" } else { "RPOP" }.into(), key(k)];
+            words.extend(count.map(|count| count.to_string()));
+            words
+        }
+        Operation::Llen(k) => vec!["LLEN".into(), key(k)],
+        Operation::Lrange(k, start, stop) => {
+            vec!["LRANGE".into(), key(k), start.to_string(), stop.to_string()]
+        }
+        Operation::Lindex(k, index) => vec!["LINDEX".into(), key(k), index.to_string()],
+        Operation::Lrem(k, count, v) => vec!["LREM".into(), key(k), count.to_string(), value(v)],
+        Operation::Ltrim(k, start, stop) => {
+            vec!["LTRIM".into(), key(k), start.to_string(), stop.to_string()]
+        }
+        Operation::Lmove(from, to, left, right) => vec![
+            "LMOVE".into(),
+            key(from),
+            key(to),
+            if *left { "LEFT" } else { "RIGHT" }.into(),
+            if *right { "RIGHT" } else { "LEFT" }.into(),
+        ],
+        Operation::Type(k) => vec!["TYPE".into(), key(k)],
     })
 }
 
@@ -216,7 +479,13 @@ proptest! {
             let arguments: Vec<Bytes> = words.iter().map(|word| Bytes::from(word.clone())).collect();
             let spec = commands::resolve(&arguments).expect("known command");
             let actual = keyspace.execute(spec, &mut context, &arguments);
-            prop_assert_eq!(sorted(actual), sorted(expected), "step {} {:?}", step, operation);
+            // KEYS answers in table order; everything else in a defined order.
+            let (actual, expected) = if matches!(operation, Operation::Keys) {
+                (sorted(actual), sorted(expected))
+            } else {
+                (actual, expected)
+            };
+            prop_assert_eq!(actual, expected, "step {} {:?}", step, operation);
         }
     }
 }

@@ -3,7 +3,7 @@
 //! reply (a value or an error) and never panic.
 
 use bytes::Bytes;
-use keyspace::{commands, Context, Handler, Keyspace};
+use keyspace::{commands, Context, Handler, Keyspace, Value};
 use proptest::prelude::*;
 
 const WORDS: &[&str] = &[
@@ -68,6 +68,15 @@ const WORDS: &[&str] = &[
     "ACLCAT",
     "set",
     "mset",
+    "LEFT",
+    "RIGHT",
+    "BEFORE",
+    "AFTER",
+    "RANK",
+    "MAXLEN",
+    "0.001",
+    "1e-3",
+    "0x1p-3",
 ];
 
 fn command_names() -> Vec<String> {
@@ -108,6 +117,18 @@ proptest! {
             arguments.extend(words.iter().map(|&index| Bytes::from_static(WORDS[index].as_bytes())));
             if let Ok(spec) = commands::resolve(&arguments) {
                 let _ = keyspace.execute(spec, &mut context, &arguments);
+                if let Some(block) = &context.block {
+                    prop_assert!(spec.has(keyspace::command::flags::BLOCKING));
+                    prop_assert!(!block.keys.is_empty());
+                }
+            }
+            // Lists are never left empty.
+            for db in keyspace.dbs() {
+                for (key, entry) in db.entries() {
+                    if let Value::List(list) = &entry.value {
+                        prop_assert!(!list.is_empty(), "{:?} is an empty list", key);
+                    }
+                }
             }
             context.now_ms += 7;
         }

@@ -639,8 +639,12 @@ fn rename_generic(
     let Some(entry) = db.remove(source) else {
         return Frame::error(errors::NO_SUCH_KEY);
     };
+    let is_list = entry.value.is_list();
     // The whole entry moves: value, TTL and access data.
     db.insert_entry(target, entry);
+    if is_list {
+        keyspace.signal_ready(context.db, target);
+    }
     keyspace.stats.dirty += 1;
     done
 }
@@ -692,7 +696,11 @@ fn copy(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
     if db.contains(target, context.now_ms) && !replace {
         return Frame::Integer(0);
     }
+    let is_list = value.is_list();
     db.set(target, value, expire_at, access);
+    if is_list {
+        keyspace.signal_ready(target_db, target);
+    }
     keyspace.stats.dirty += 1;
     Frame::Integer(1)
 }
@@ -718,7 +726,11 @@ fn move_command(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byt
     let Some(entry) = keyspace.db(context.db).remove(key) else {
         return Frame::Integer(0);
     };
+    let is_list = entry.value.is_list();
     keyspace.db(target_db).insert_entry(key, entry);
+    if is_list {
+        keyspace.signal_ready(target_db, key);
+    }
     keyspace.stats.dirty += 1;
     Frame::Integer(1)
 }
@@ -1050,7 +1062,11 @@ fn restore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
             }
         }
         _ => {
+            let is_list = value.is_list();
             db.set(key, value, expire_at.map(|at| at as u64), access);
+            if is_list {
+                keyspace.signal_ready(context.db, key);
+            }
             keyspace.stats.dirty += 1;
         }
     }

@@ -2,6 +2,7 @@
 //! resolution (name, subcommand, arity) with Redis's error texts.
 
 pub mod keys;
+pub mod lists;
 pub mod server;
 pub mod strings;
 
@@ -12,7 +13,12 @@ use resp::Frame;
 use std::sync::OnceLock;
 
 /// Every family's commands. Adding a family means adding its slice here.
-pub const FAMILIES: &[&[CommandSpec]] = &[strings::COMMANDS, keys::COMMANDS, server::COMMANDS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    strings::COMMANDS,
+    lists::COMMANDS,
+    keys::COMMANDS,
+    server::COMMANDS,
+];
 
 /// Every top-level command, in table order.
 pub fn all_commands() -> impl Iterator<Item = &'static CommandSpec> {

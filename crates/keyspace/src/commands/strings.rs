@@ -329,7 +329,6 @@ const OUT_OF_MEMORY: &str = "OOM command not allowed when used memory > 'maxmemo
 fn string_mut(value: &mut Value) -> Result<&mut StringValue, Frame> {
     match value {
         Value::String(string) => Ok(string),
-        #[allow(unreachable_patterns)]
         _ => Err(Frame::error(errors::WRONGTYPE)),
     }
 }
@@ -691,7 +690,6 @@ fn mget(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
         .map(|key| match keyspace.read(context, key) {
             Some(entry) => match &entry.value {
                 Value::String(string) => Frame::Bulk(string.to_bytes()),
-                #[allow(unreachable_patterns)]
                 _ => Frame::Null,
             },
             None => Frame::Null,
@@ -1169,7 +1167,7 @@ impl LcsTable {
 /// round-to-nearest-even addition with a 64-bit significand, and `%.17Lf`
 /// formatting with trailing zeros removed (`ld2string` in human mode). Plain `f64`
 /// would answer `10.59999999999999964` where Redis answers `10.6`.
-mod long_double {
+pub(crate) mod long_double {
     use std::cmp::Ordering;
 
     /// Redis's MAX_LONG_DOUBLE_CHARS: longer inputs are not floats.
@@ -1300,6 +1298,57 @@ mod long_double {
                 Rounded::Overflow => None,
                 Rounded::Underflow => Some(LongDouble::zero()),
             }
+        }
+
+        /// The correctly rounded product with a small integer; infinite when it
+        /// overflows (as `long double` multiplication).
+        pub fn mul_small(self, factor: u32) -> LongDouble {
+            let LongDouble::Finite {
+                negative,
+                mantissa,
+                exponent,
+            } = self
+            else {
+                return self;
+            };
+            let product = Big::from_u128(mantissa as u128 * factor as u128);
+            match round(negative, &product, exponent, false) {
+                Rounded::Value(value) => value,
+                Rounded::Overflow => LongDouble::Infinite { negative },
+                Rounded::Underflow => LongDouble::zero(),
+            }
+        }
+
+        /// The smallest integer not below the value (`ceill`), when it fits an
+        /// `i64`. Values beyond `i64::MAX` give `None`; values below `i64::MIN`
+        /// give `i64::MIN` (what converting such a `long double` yields on x86-64).
+        pub fn ceil_i64(self) -> Option<i64> {
+            let (negative, mantissa, exponent) = match self {
+                LongDouble::Infinite { negative: true } => return Some(i64::MIN),
+                LongDouble::Infinite { negative: false } => return None,
+                LongDouble::Finite {
+                    negative,
+                    mantissa,
+                    exponent,
+                } => (negative, mantissa as u128, exponent),
+            };
+            let (whole, fraction) = if exponent >= 64 {
+                (u128::MAX, false)
+            } else if exponent >= 0 {
+                (mantissa << exponent, false)
+            } else if exponent <= -128 {
+                (0, mantissa != 0)
+            } else {
+                let shift = exponent.unsigned_abs();
+                (mantissa >> shift, mantissa & ((1u128 << shift) - 1) != 0)
+            };
+            if negative {
+                // Rounding up moves toward zero.
+                let magnitude = i128::try_from(whole).unwrap_or(i128::MAX);
+                return Some(i64::try_from(-magnitude).unwrap_or(i64::MIN));
+            }
+            let rounded = whole.saturating_add(u128::from(fraction));
+            i64::try_from(rounded).ok()
         }
 
         /// `%.17Lf` with trailing zeros (and a bare point) removed, `-0` as `0`.
