@@ -276,6 +276,7 @@ fn execute_request<'a>(
                 protocol: session.protocol,
                 cluster_mode: false,
                 lazy_expire: true,
+                block: None,
             };
             store.keyspace.execute(spec, &mut context, arguments)
         }
