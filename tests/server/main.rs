@@ -6,3 +6,4 @@ mod t20_clients;
 mod t30_redis_cli;
 mod t40_server_commands;
 mod t50_differential;
+mod t60_blocking;

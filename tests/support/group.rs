@@ -118,6 +118,20 @@ impl Group {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT` ...) to a running member's process.
+    pub fn signal(&self, index: usize, signal: &str) {
+        let child = self.members[index]
+            .child
+            .as_ref()
+            .expect("member is running");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     pub fn is_running(&self, index: usize) -> bool {
         self.members[index].child.is_some()
     }

@@ -2,19 +2,22 @@
 //! them in order, and write all their replies with one write. The keyspace lock is
 //! taken once for a run of keyspace commands in the same read, not per command.
 
+use crate::blocking::{Cancelled, Waiter};
 use crate::clients::ClientInfo;
 use crate::clock;
 use crate::server::{Shared, Store};
 use crate::session::{self, Session};
 use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
-use keyspace::{commands, CommandSpec, Context, Handler, Rng};
+use keyspace::{commands, BlockOn, CommandSpec, Context, Handler, Rng};
 use resp::{encode, Frame, RequestLimits, RequestParser};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
@@ -40,7 +43,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
     let mut parser = RequestParser::new(limits(&shared));
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    loop {
+    'serve: loop {
         if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
             input.reserve(READ_CHUNK_BYTES);
         }
@@ -65,32 +68,33 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
                     .fetch_add(count as u64, Ordering::Relaxed);
             }
         }
-        let flow = match &shared.replica {
-            Some(replica) => {
-                crate::replicated::process_input(
-                    &shared,
-                    replica,
-                    &mut session,
-                    &mut parser,
-                    &mut input,
-                    &mut output,
-                )
-                .await
+        let mut flow = process(&shared, &mut session, &mut parser, &mut input, &mut output).await;
+        // Write the replies; while a blocking command waits, wait for its reply,
+        // then run what arrived behind it.
+        loop {
+            if !output.is_empty() {
+                shared
+                    .stats
+                    .net_output_bytes
+                    .fetch_add(output.len() as u64, Ordering::Relaxed);
+                if stream.write_all(&output).await.is_err() {
+                    break 'serve;
+                }
+                output.clear();
             }
-            None => process_input(&shared, &mut session, &mut parser, &mut input, &mut output),
-        };
-        if !output.is_empty() {
-            shared
-                .stats
-                .net_output_bytes
-                .fetch_add(output.len() as u64, Ordering::Relaxed);
-            if stream.write_all(&output).await.is_err() {
+            if flow == Flow::Close || client.is_killed() {
+                break 'serve;
+            }
+            let Some(blocked) = session.blocked.take() else {
                 break;
-            }
-            output.clear();
-        }
-        if flow == Flow::Close || client.is_killed() {
-            break;
+            };
+            let Some(reply) =
+                wait_unblocked(&shared, &client, &mut stream, &mut input, blocked).await
+            else {
+                break 'serve;
+            };
+            session.reply(&mut output, &reply);
+            flow = process(&shared, &mut session, &mut parser, &mut input, &mut output).await;
         }
         let buffered = input.len() + parser.pending_bytes();
         client.details().query_buffer_bytes = buffered;
@@ -104,6 +108,130 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
     }
     let _ = stream.shutdown().await;
     shared.clients.unregister(client.id);
+}
+
+/// Runs every complete request in `input` (after any deferred ones).
+async fn process(
+    shared: &Shared,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+) -> Flow {
+    match &shared.replica {
+        Some(replica) => {
+            crate::replicated::process_input(shared, replica, session, parser, input, output).await
+        }
+        None => process_input(shared, session, parser, input, output),
+    }
+}
+
+/// A client waiting in a blocking command.
+pub struct Blocked {
+    ticket: u64,
+    reply: oneshot::Receiver<Frame>,
+    /// When the command's timeout ends the wait; `None` waits forever. Set once,
+    /// when the client first blocks: running the command again does not extend it.
+    deadline: Option<Instant>,
+    timeout_reply: Frame,
+}
+
+/// Registers the client as blocked by `spec` (which answered `timeout_reply`
+/// and recorded `block`).
+pub fn block_client(
+    shared: &Shared,
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+    block: BlockOn,
+    timeout_reply: Frame,
+) {
+    let deadline =
+        (block.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(block.timeout_ms));
+    let waiter = Waiter {
+        client: session.client.id,
+        db: block.db,
+        protocol: session.protocol,
+        spec,
+        arguments: arguments.to_vec(),
+        keys: block.keys,
+        timeout_reply: timeout_reply.clone(),
+    };
+    let (ticket, reply) = shared.blocking.block(waiter);
+    session.blocked = Some(Blocked {
+        ticket,
+        reply,
+        deadline,
+        timeout_reply,
+    });
+}
+
+/// Waits for a blocked client's reply, its timeout, or its end (`None`: the
+/// connection is gone or killed). Input that arrives meanwhile is kept, not run,
+/// as Redis does.
+async fn wait_unblocked(
+    shared: &Shared,
+    client: &ClientInfo,
+    stream: &mut TcpStream,
+    input: &mut BytesMut,
+    blocked: Blocked,
+) -> Option<Frame> {
+    let Blocked {
+        ticket,
+        mut reply,
+        deadline,
+        timeout_reply,
+    } = blocked;
+    let timeout = async move {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timeout);
+    let query_limit = shared.config().client_query_buffer_limit();
+    loop {
+        if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
+            input.reserve(READ_CHUNK_BYTES);
+        }
+        tokio::select! {
+            answer = &mut reply => {
+                return Some(answer.unwrap_or_else(|_| Frame::error("ERR blocked command lost its reply")));
+            }
+            _ = &mut timeout => {
+                return match shared.blocking.cancel(ticket) {
+                    Cancelled::Removed => Some(timeout_reply),
+                    // Its command is running again (or just did): that reply
+                    // is the answer, data may have moved for it.
+                    Cancelled::InFlight | Cancelled::Finished => Some(
+                        reply.await.unwrap_or(timeout_reply),
+                    ),
+                };
+            }
+            _ = client.killed() => {
+                shared.blocking.cancel(ticket);
+                return None;
+            }
+            read = stream.read_buf(input) => {
+                match read {
+                    Ok(0) | Err(_) => {
+                        shared.blocking.cancel(ticket);
+                        return None;
+                    }
+                    Ok(count) => {
+                        shared
+                            .stats
+                            .net_input_bytes
+                            .fetch_add(count as u64, Ordering::Relaxed);
+                        if input.len() > query_limit {
+                            shared.blocking.cancel(ticket);
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Resolves after `limit` (the `timeout` parameter); never when there is none.
@@ -154,12 +282,13 @@ fn run_requests(
         .client
         .last_interaction_ms
         .store(now_ms, Ordering::Relaxed);
-    let mut batch: Vec<(Vec<Bytes>, Resolved)> = Vec::with_capacity(BATCH_REQUESTS);
+    let mut batch = std::mem::take(&mut session.deferred);
+    batch.reserve(BATCH_REQUESTS);
+    let mut parse_error = session.deferred_error.take();
     loop {
         // Parse (and resolve against the table) a batch first, so the memory the
         // batch's keys live in can be requested all at once (`Keyspace::prefetch`).
-        let mut parse_error = None;
-        while batch.len() < BATCH_REQUESTS {
+        while parse_error.is_none() && batch.len() < BATCH_REQUESTS {
             match parser.next_request(input) {
                 Ok(Some(arguments)) => {
                     let resolved = commands::resolve(&arguments);
@@ -167,12 +296,12 @@ fn run_requests(
                 }
                 Ok(None) => break,
                 Err(error) => {
-                    parse_error = Some(error);
+                    parse_error = Some(error.to_string());
                     break;
                 }
             }
         }
-        let batch_was_full = batch.len() == BATCH_REQUESTS;
+        let batch_was_full = batch.len() >= BATCH_REQUESTS;
         // Pays off from two keys on (a pipeline, or one MSET): a lone key is looked
         // up right away anyway.
         {
@@ -185,7 +314,8 @@ fn run_requests(
                 store.keyspace.prefetch(session.db, all);
             }
         }
-        for (arguments, resolved) in batch.drain(..) {
+        let mut requests = batch.drain(..);
+        while let Some((arguments, resolved)) = requests.next() {
             *commands_run += 1;
             let flow = execute_request(
                 shared, session, parser, output, &mut store, now_ms, &arguments, resolved,
@@ -193,7 +323,16 @@ fn run_requests(
             if flow == Flow::Close {
                 return Flow::Close;
             }
+            if session.blocked.is_some() {
+                // The rest waits for the blocking command's reply.
+                session.deferred.extend(requests);
+                session.deferred_error = parse_error;
+                serve_blocked_clients(shared, &mut store, now_ms);
+                return Flow::Continue;
+            }
         }
+        drop(requests);
+        serve_blocked_clients(shared, &mut store, now_ms);
         if let Some(error) = parse_error {
             encode(
                 &Frame::error_owned(format!("ERR {error}")),
@@ -205,6 +344,55 @@ fn run_requests(
         }
         if !batch_was_full {
             return Flow::Continue;
+        }
+    }
+}
+
+/// Runs again the commands of clients blocked on keys that received elements,
+/// oldest waiter first, until no ready key is left (a served BLMOVE makes its
+/// destination ready in turn). Runs under the keyspace lock, so a waiter's
+/// command sees exactly the state the push left.
+fn serve_blocked_clients<'a>(
+    shared: &'a Shared,
+    store: &mut Option<MutexGuard<'a, Store>>,
+    now_ms: u64,
+) {
+    if shared.blocking.is_empty() {
+        // Waiters register under the keyspace lock, so none can be missed here:
+        // keys made ready before a waiter existed hold the data it will find.
+        if let Some(store) = store.as_mut() {
+            store.keyspace.take_ready_keys();
+        }
+        return;
+    }
+    let store = store.get_or_insert_with(|| shared.store());
+    loop {
+        let ready = store.keyspace.take_ready_keys();
+        if ready.is_empty() {
+            return;
+        }
+        for (db, key) in ready {
+            while let Some((ticket, waiter)) = shared.blocking.take_first(db, &key) {
+                let seed = store.rng.next_u64();
+                let mut context = Context {
+                    now_ms,
+                    rng: Rng::new(seed),
+                    db: waiter.db,
+                    protocol: waiter.protocol,
+                    cluster_mode: false,
+                    lazy_expire: true,
+                    block: None,
+                };
+                let reply = store
+                    .keyspace
+                    .execute(waiter.spec, &mut context, &waiter.arguments);
+                if context.block.is_some() {
+                    // Still nothing for it (say, a key of another type).
+                    shared.blocking.give_back(ticket);
+                    break;
+                }
+                shared.blocking.finish(ticket, reply);
+            }
         }
     }
 }
@@ -278,7 +466,12 @@ fn execute_request<'a>(
                 lazy_expire: true,
                 block: None,
             };
-            store.keyspace.execute(spec, &mut context, arguments)
+            let reply = store.keyspace.execute(spec, &mut context, arguments);
+            if let Some(block) = context.block.take() {
+                block_client(shared, session, spec, arguments, block, reply);
+                return Flow::Continue;
+            }
+            reply
         }
         Handler::Node | Handler::Container => {
             // Node commands may take other locks or change limits: release the

@@ -2,6 +2,7 @@
 //! their issues).
 
 mod alloc;
+mod blocking;
 mod clients;
 mod clock;
 mod config;

@@ -5,24 +5,77 @@
 //! is started with the same list and initializes the group with it when its
 //! storage is empty; Raft makes the identical initializations agree.
 
+use crate::blocking::Blocking;
 use crate::clock;
 use crate::config::Config;
 use anyhow::{bail, Context as _};
+use bytes::Bytes;
 use keyspace::{Keyspace, KeyspaceConfig};
 use replication::group::{GroupOptions, Registry, ShardGroup};
 use replication::state_machine::lock;
+use replication::state_machine::ApplyObserver;
 use replication::{GroupId, NodeAddr, NodeId, Op, Request};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
 /// This node's replica of its shard group.
 pub struct Replica {
     pub node_id: NodeId,
     pub group: ShardGroup,
     pub members: BTreeMap<NodeId, NodeAddr>,
+    /// Clients blocked on this replica (it leads, or did when they blocked).
+    pub blocking: Arc<Blocking>,
+    ready: Arc<ReadyKeys>,
+}
+
+impl Replica {
+    /// Asks the blocked-client task to look at `keys` (after registering a
+    /// waiter: an entry applied between its own entry and the registration may
+    /// have filled them).
+    pub fn signal_ready(&self, db: usize, keys: &[Bytes]) {
+        self.ready
+            .applied(keys.iter().map(|key| (db, key.clone())).collect());
+    }
+}
+
+/// Most ready keys held for the blocked-client task; past this the oldest
+/// notices are dropped and the task checks every waiter instead.
+const MAX_PENDING_READY: usize = 1 << 16;
+
+/// Keys that received elements in applied entries, for the blocked-client task.
+#[derive(Default)]
+struct ReadyKeys {
+    pending: std::sync::Mutex<ReadyState>,
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct ReadyState {
+    keys: Vec<(usize, Bytes)>,
+    /// Too many keys arrived at once: check every waiter's keys.
+    overflowed: bool,
+}
+
+impl ApplyObserver for ReadyKeys {
+    fn applied(&self, ready: Vec<(usize, Bytes)>) {
+        {
+            let mut state = self
+                .pending
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if state.keys.len() + ready.len() > MAX_PENDING_READY {
+                state.keys.clear();
+                state.overflowed = true;
+            } else {
+                state.keys.extend(ready);
+            }
+        }
+        self.notify.notify_one();
+    }
 }
 
 /// Parses `ID=HOST:PORT@RAFTPORT,...` (RESP address, then the Raft port).
@@ -95,7 +148,8 @@ pub async fn start(
     options.heartbeat_ms = config.raft_heartbeat();
     options.seed = seed;
     let client = rpc::RpcClient::new(rpc::ClientOptions::default());
-    let group = ShardGroup::open(options, client, None)
+    let ready = Arc::new(ReadyKeys::default());
+    let group = ShardGroup::open(options, client, Some(ready.clone()))
         .await
         .context("opening the shard group")?;
     let registry = Registry::new();
@@ -131,8 +185,12 @@ pub async fn start(
         node_id,
         group,
         members,
+        blocking: Arc::new(Blocking::new()),
+        ready,
     });
-    tokio::spawn(expiry_ticks(replica.clone(), shutdown));
+    tokio::spawn(expiry_ticks(replica.clone(), shutdown.clone()));
+    tokio::spawn(serve_blocked(replica.clone(), shutdown.clone()));
+    tokio::spawn(release_on_leader_change(replica.clone(), shutdown));
     Ok(replica)
 }
 
@@ -164,6 +222,91 @@ async fn expiry_ticks(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::R
         };
         if let Err(error) = replica.group.raft.client_write(request).await {
             tracing::debug!(%error, "expiry tick not committed");
+        }
+    }
+}
+
+/// Serves clients blocked on keys that received elements: each waiter's command
+/// is proposed again, oldest waiter first, through the log like any write; a
+/// waiter whose command would still block keeps its place.
+async fn serve_blocked(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = replica.ready.notify.notified() => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let (keys, overflowed) = {
+            let mut state = replica
+                .ready
+                .pending
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            (
+                std::mem::take(&mut state.keys),
+                std::mem::take(&mut state.overflowed),
+            )
+        };
+        if replica.blocking.is_empty() {
+            continue;
+        }
+        let keys = if overflowed {
+            replica.blocking.waited_keys()
+        } else {
+            keys
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (db, key) in keys {
+            if !seen.insert((db, key.clone())) {
+                continue;
+            }
+            while let Some((ticket, waiter)) = replica.blocking.take_first(db, &key) {
+                let (reply, block) = crate::replicated::propose(
+                    &replica,
+                    waiter.db,
+                    waiter.protocol,
+                    vec![(waiter.arguments.clone(), waiter.spec)],
+                )
+                .await;
+                if block.is_some() {
+                    replica.blocking.give_back(ticket);
+                    break;
+                }
+                let reply = reply
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| resp::Frame::error("ERR internal: no reply"));
+                replica.blocking.finish(ticket, reply);
+            }
+        }
+    }
+}
+
+/// When this replica stops leading, its blocked clients are released with the
+/// redirect a write gets (MOVED to the new leader, or CLUSTERDOWN): their
+/// commands must run where the log is led.
+async fn release_on_leader_change(
+    replica: Arc<Replica>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut interval = tokio::time::interval(Duration::from_millis(50));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        if replica.blocking.is_empty() {
+            continue;
+        }
+        let Err(forward) = replica.group.raft.as_leader() else {
+            continue;
+        };
+        for (waiter, reply) in replica.blocking.take_all() {
+            let _ = reply.send(crate::replicated::redirect(
+                &forward,
+                waiter.spec,
+                &waiter.arguments,
+            ));
         }
     }
 }

@@ -93,10 +93,10 @@ async fn run(
         .client
         .last_interaction_ms
         .store(clock::unix_ms(), Ordering::Relaxed);
-    let mut batch: Vec<(Vec<Bytes>, Resolved)> = Vec::with_capacity(BATCH_REQUESTS);
+    let mut batch: Vec<(Vec<Bytes>, Resolved)> = std::mem::take(&mut session.deferred);
+    let mut parse_error = session.deferred_error.take();
     loop {
-        let mut parse_error = None;
-        while batch.len() < BATCH_REQUESTS {
+        while parse_error.is_none() && batch.len() < BATCH_REQUESTS {
             match parser.next_request(input) {
                 Ok(Some(arguments)) => {
                     let resolved = commands::resolve(&arguments);
@@ -104,12 +104,12 @@ async fn run(
                 }
                 Ok(None) => break,
                 Err(error) => {
-                    parse_error = Some(error);
+                    parse_error = Some(error.to_string());
                     break;
                 }
             }
         }
-        let batch_was_full = batch.len() == BATCH_REQUESTS;
+        let batch_was_full = batch.len() >= BATCH_REQUESTS;
         *commands_run += batch.len() as u64;
         let mut read_checked: Option<Result<(), ReadRefusal>> = None;
         let mut requests = std::mem::take(&mut batch).into_iter().peekable();
@@ -142,9 +142,16 @@ async fn run(
                 }
                 Handler::Keyspace(_) if spec.is_write() => {
                     // Gather the run of writes that follows, up to the next
-                    // request that is not a plain keyspace write.
+                    // request that is not a plain keyspace write. A blocking
+                    // command ends its run: what follows waits for its reply.
                     let mut run = vec![(arguments, spec)];
                     while let Some((_, Ok(next))) = requests.peek() {
+                        if run
+                            .last()
+                            .is_some_and(|(_, spec)| spec.has(flags::BLOCKING))
+                        {
+                            break;
+                        }
                         if !matches!(next.handler, Handler::Keyspace(_)) || !next.is_write() {
                             break;
                         }
@@ -157,7 +164,31 @@ async fn run(
                         session.note_command(next.name);
                         run.push((arguments, next));
                     }
-                    for reply in write_run(replica, session, run).await {
+                    let last = run
+                        .last()
+                        .map(|(arguments, spec)| (arguments.clone(), *spec));
+                    let (mut replies, block) =
+                        propose(replica, session.db, session.protocol, run).await;
+                    if let (Some(block), Some((arguments, spec))) = (block, last) {
+                        let timeout_reply = replies.pop().unwrap_or(Frame::NullArray);
+                        for reply in replies {
+                            session.reply(output, &reply);
+                        }
+                        let (db, keys) = (block.db, block.keys.clone());
+                        connection::block_client(
+                            shared,
+                            session,
+                            spec,
+                            &arguments,
+                            block,
+                            timeout_reply,
+                        );
+                        replica.signal_ready(db, &keys);
+                        session.deferred.extend(requests);
+                        session.deferred_error = parse_error;
+                        return Flow::Continue;
+                    }
+                    for reply in replies {
                         session.reply(output, &reply);
                     }
                 }
@@ -244,18 +275,22 @@ fn read(replica: &Replica, session: &Session, spec: &CommandSpec, arguments: &[B
     state.keyspace.execute(spec, &mut context, arguments)
 }
 
-/// Proposes a run of writes as one entry and returns one reply per command.
-async fn write_run(
+/// Proposes a run of writes as one entry and returns one reply per command,
+/// and what the last command waits for if it is a blocking command that found
+/// nothing to serve.
+pub async fn propose(
     replica: &Replica,
-    session: &Session,
+    db: usize,
+    protocol: Protocol,
     run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
-) -> Vec<Frame> {
+) -> (Vec<Frame>, Option<keyspace::BlockOn>) {
     let raft = &replica.group.raft;
     if let Err(forward) = raft.as_leader() {
-        return run
+        let replies = run
             .iter()
             .map(|(arguments, spec)| redirect(&forward, spec, arguments))
             .collect();
+        return (replies, None);
     }
     let count = run.len();
     let seed = lock(&replica.group.state).rng.next_u64();
@@ -263,8 +298,8 @@ async fn write_run(
         now_ms: clock::unix_ms(),
         seed,
         op: Op::Exec {
-            db: session.db as u32,
-            resp3: session.protocol == Protocol::Resp3,
+            db: db as u32,
+            resp3: protocol == Protocol::Resp3,
             commands: run.iter().map(|(arguments, _)| arguments.clone()).collect(),
         },
     };
@@ -272,9 +307,14 @@ async fn write_run(
     loop {
         match tokio::time::timeout(WRITE_LIMIT, raft.client_write(request.clone())).await {
             Ok(Ok(response)) if response.data.replies.len() == count => {
-                return response.data.replies
+                return (response.data.replies, response.data.block)
             }
-            Ok(Ok(_)) => return vec![Frame::error("ERR internal: reply count mismatch"); count],
+            Ok(Ok(_)) => {
+                return (
+                    vec![Frame::error("ERR internal: reply count mismatch"); count],
+                    None,
+                )
+            }
             // Refused before anything was appended: nothing happened, so the
             // client is told where to go (or the proposal is retried).
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
@@ -285,22 +325,28 @@ async fn write_run(
                     tokio::time::sleep(LEASE_WAIT).await;
                     continue;
                 }
-                return run
+                let replies = run
                     .iter()
                     .map(|(arguments, spec)| redirect(&forward, spec, arguments))
                     .collect();
+                return (replies, None);
             }
             Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))))
             | Ok(Err(RaftError::Fatal(_)))
-            | Err(_) => return vec![Frame::error(OUTCOME_UNKNOWN); count],
-            Ok(Err(error)) => return vec![Frame::error_owned(format!("ERR {error}")); count],
+            | Err(_) => return (vec![Frame::error(OUTCOME_UNKNOWN); count], None),
+            Ok(Err(error)) => {
+                return (
+                    vec![Frame::error_owned(format!("ERR {error}")); count],
+                    None,
+                )
+            }
         }
     }
 }
 
 /// The reply that sends a client to the leader: MOVED with the slot of the
 /// command's first key, READONLY for keyless writes, CLUSTERDOWN with no leader.
-fn redirect(
+pub fn redirect(
     forward: &ForwardToLeader<TypeConfig>,
     spec: &CommandSpec,
     arguments: &[Bytes],

@@ -2,6 +2,7 @@
 //! injected (`run` takes a bound listener) so tests and the simulation can supply
 //! their own.
 
+use crate::blocking::Blocking;
 use crate::clients::{ClientInfo, Clients};
 use crate::clock;
 use crate::config::Config;
@@ -36,6 +37,9 @@ pub struct Shared {
     pub store: SharedState,
     /// Set when the node is a replica of a Raft group.
     pub replica: Option<Arc<Replica>>,
+    /// Clients blocked by BLPOP and its relatives (the replica's registry when
+    /// the node is one).
+    pub blocking: Arc<Blocking>,
     pub config: RwLock<Config>,
     pub clients: Clients,
     pub stats: ServerStats,
@@ -81,9 +85,14 @@ impl Shared {
             .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
             .collect();
         let (shutdown, _) = watch::channel(false);
+        let blocking = replica
+            .as_ref()
+            .map(|replica| replica.blocking.clone())
+            .unwrap_or_default();
         Arc::new(Shared {
             store,
             replica,
+            blocking,
             config: RwLock::new(config),
             clients: Clients::default(),
             stats: ServerStats::default(),

@@ -31,6 +31,14 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// READONLY: reads may be served by a follower from its own state.
     pub readonly: bool,
+    /// Set while a blocking command waits (BLPOP and relatives); the
+    /// connection waits for its reply before it runs anything else.
+    pub blocked: Option<crate::connection::Blocked>,
+    /// Requests that arrived behind a blocking command, run once it is answered.
+    pub deferred: Vec<(Vec<Bytes>, crate::connection::Resolved)>,
+    /// A protocol error met behind a blocking command, reported after the
+    /// deferred requests.
+    pub deferred_error: Option<String>,
     /// Set by CLIENT REPLY SKIP for the command after it.
     skip_next: bool,
     last_command: &'static str,
@@ -47,6 +55,9 @@ impl Session {
             authenticated,
             reply_mode: ReplyMode::On,
             readonly: false,
+            blocked: None,
+            deferred: Vec::new(),
+            deferred_error: None,
             skip_next: false,
             last_command: "",
         }
@@ -510,6 +521,7 @@ fn client(
                 }
             }
         }
+        "client|unblock" => client_unblock(shared, arguments),
         "client|help" => help(&[
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ID",
@@ -526,6 +538,8 @@ fn client(
             "    Assign the name <name> to the current connection.",
             "REPLY (ON|OFF|SKIP)",
             "    Control the replies sent to the current connection.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
             "SETINFO <option> <value>",
@@ -581,6 +595,33 @@ fn client_list(shared: &Shared, arguments: &[Bytes]) -> Frame {
         listing.push('\n');
     }
     verbatim(listing)
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends another client's blocking wait with
+/// its timeout reply or with an UNBLOCKED error.
+fn client_unblock(shared: &Shared, arguments: &[Bytes]) -> Frame {
+    if arguments.len() > 4 {
+        return Frame::error_owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            text(&arguments[1])
+        ));
+    }
+    let error = match arguments.get(3) {
+        None => None,
+        Some(reason) if is_keyword(reason, "timeout") => None,
+        Some(reason) if is_keyword(reason, "error") => Some(Frame::error(
+            "UNBLOCKED client unblocked via CLIENT UNBLOCK",
+        )),
+        Some(_) => return Frame::error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let id = match parse_i64(&arguments[2]) {
+        Ok(id) => id,
+        Err(error) => return error,
+    };
+    let unblocked = u64::try_from(id)
+        .map(|id| shared.blocking.unblock_client(id, error))
+        .unwrap_or(false);
+    Frame::Integer(unblocked as i64)
 }
 
 /// One CLIENT KILL condition.

@@ -21,6 +21,7 @@ use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use keyspace::{Context, Keyspace, Rng};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
@@ -56,9 +57,12 @@ pub fn lock(state: &SharedState) -> MutexGuard<'_, ShardState> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Notified after every applied batch (blocking-command wake-ups and the like).
+/// Told, after every applied batch, which keys received elements in it (list
+/// pushes and the like), in the order they first did: the node wakes clients
+/// blocked on them. Every replica drains the keys, leader or not, so they never
+/// pile up.
 pub trait ApplyObserver: Send + Sync + 'static {
-    fn applied(&self, state: &ShardState);
+    fn applied(&self, ready: Vec<(usize, Bytes)>);
 }
 
 /// A snapshot as openraft moves it around: a file on local disk.
@@ -160,7 +164,13 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 };
                 replies.push(reply);
             }
-            Response { replies }
+            // `execute` clears `block` before every command: it describes the
+            // last one, the only place a blocking command may stand in an entry
+            // proposed by the node.
+            Response {
+                replies,
+                block: context.block.take(),
+            }
         }
     }
 }
@@ -198,8 +208,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 pending.push((responder, response));
             }
         }
-        if let Some(observer) = &self.observer {
-            observer.applied(&lock(&self.state));
+        let ready = lock(&self.state).keyspace.take_ready_keys();
+        if let (Some(observer), false) = (&self.observer, ready.is_empty()) {
+            observer.applied(ready);
         }
         for (responder, response) in pending {
             responder.send(response);
@@ -255,9 +266,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             state.membership = meta.last_membership.clone();
         }
         self.current = Some((meta.clone(), current));
-        if let Some(observer) = &self.observer {
-            observer.applied(&lock(&self.state));
-        }
         Ok(())
     }
 

@@ -93,6 +93,10 @@ impl fmt::Display for Request {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Response {
     pub replies: Vec<Frame>,
+    /// Set when the entry's last command is a blocking command that found
+    /// nothing to serve: what it waits for. Local to the proposing replica
+    /// (never serialized).
+    pub block: Option<keyspace::BlockOn>,
 }
 
 impl Serialize for Response {
@@ -119,7 +123,10 @@ impl<'de> Deserialize<'de> for Response {
                 _ => return Err(serde::de::Error::custom("malformed response frames")),
             }
         }
-        Ok(Response { replies })
+        Ok(Response {
+            replies,
+            block: None,
+        })
     }
 }
 

@@ -94,6 +94,12 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "Sets information specific to the client or connection.",
     ),
     connection(
+        "client|unblock",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Unblocks a client blocked by a blocking command from a different connection.",
+    ),
+    connection(
         "client|help",
         2,
         LOADING | STALE,

@@ -1,0 +1,99 @@
+//! Blocking commands on a replicated shard: a client blocked on the leader is
+//! served through the log when data arrives, and released with a redirect when
+//! leadership moves away.
+
+use slotraft_tests::support::group::Group;
+use std::time::Duration;
+
+fn error_text(error: &redis::RedisError) -> String {
+    match (error.code(), error.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => error.to_string(),
+    }
+}
+
+#[test]
+fn a_blocked_pop_on_the_leader_is_served_through_the_log() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut waiting = group.client(leader);
+    let waiter = std::thread::spawn(move || {
+        redis::cmd("BLPOP")
+            .arg("jobs")
+            .arg(0)
+            .query::<(String, String)>(&mut waiting)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut pusher = group.client(leader);
+    let pushed: i64 = redis::cmd("RPUSH")
+        .arg("jobs")
+        .arg("j1")
+        .arg("j2")
+        .query(&mut pusher)
+        .unwrap();
+    assert_eq!(pushed, 2);
+    let popped = waiter.join().unwrap().unwrap();
+    assert_eq!(popped, ("jobs".to_string(), "j1".to_string()));
+    // The pop went through the log: every replica holds the same list.
+    let applied: u64 = group
+        .info_field(leader, "raft_last_applied")
+        .and_then(|value| value.parse().ok())
+        .unwrap();
+    group.wait_applied(applied, Duration::from_secs(10));
+    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
+    assert!(
+        digests.iter().all(|digest| digest == &digests[0]),
+        "{digests:?}"
+    );
+    let left: Vec<String> = redis::cmd("LRANGE")
+        .arg("jobs")
+        .arg(0)
+        .arg(-1)
+        .query(&mut pusher)
+        .unwrap();
+    assert_eq!(left, vec!["j2".to_string()]);
+    // Timeouts still answer nil.
+    let nothing: Option<(String, String)> = redis::cmd("BRPOP")
+        .arg("empty")
+        .arg(0.2)
+        .query(&mut pusher)
+        .unwrap();
+    assert_eq!(nothing, None);
+}
+
+#[test]
+fn blocked_clients_are_redirected_when_leadership_moves() {
+    let group = Group::start(3, &["--raft-election-timeout", "150"]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut waiting = group.client(leader);
+    let waiter = std::thread::spawn(move || {
+        redis::cmd("BLPOP")
+            .arg("jobs")
+            .arg(0)
+            .query::<(String, String)>(&mut waiting)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // Freeze the leader until the others have elected a new one, then let it
+    // find out.
+    group.signal(leader, "STOP");
+    let others: Vec<usize> = (0..3).filter(|index| *index != leader).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let new_leader = loop {
+        if let Some(index) = others
+            .iter()
+            .copied()
+            .find(|index| group.info_field(*index, "role").as_deref() == Some("master"))
+        {
+            break index;
+        }
+        assert!(std::time::Instant::now() < deadline, "no new leader");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    group.signal(leader, "CONT");
+    let error = waiter.join().unwrap().unwrap_err();
+    assert_eq!(
+        error_text(&error),
+        format!("MOVED 9631 127.0.0.1:{}", group.members[new_leader].port),
+    );
+}

@@ -1,0 +1,145 @@
+//! Blocking list commands against the standalone server: wake-ups in blocking
+//! order, timeouts in both protocols, requests pipelined behind a blocked one,
+//! chains of BLMOVE, disconnects, CLIENT UNBLOCK and INFO blocked_clients.
+
+use slotraft_tests::support::{Raw, Server};
+use std::time::{Duration, Instant};
+
+/// Waits until INFO reports `count` blocked clients.
+fn wait_blocked(server: &Server, count: usize) {
+    let mut client = server.connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        client.command(&[b"INFO", b"clients"]);
+        let info = client.read_frame();
+        let text = String::from_utf8_lossy(info.as_bytes().expect("INFO is a bulk")).into_owned();
+        if text.contains(&format!("blocked_clients:{count}\r\n")) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "blocked_clients never reached {count}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn blocked(server: &Server, arguments: &[&str], count: usize) -> Raw {
+    let mut client = server.connect();
+    let arguments: Vec<&[u8]> = arguments
+        .iter()
+        .map(|argument| argument.as_bytes())
+        .collect();
+    client.command(&arguments);
+    wait_blocked(server, count);
+    client
+}
+
+#[test]
+fn clients_blocked_on_one_list_are_served_in_blocking_order() {
+    let server = Server::start(&[]);
+    let mut first = blocked(&server, &["BLPOP", "queue", "0"], 1);
+    let mut second = blocked(&server, &["BLPOP", "other", "queue", "0"], 2);
+    let mut pusher = server.connect();
+    pusher.roundtrip(&["RPUSH", "queue", "a", "b", "c"], ":3\r\n");
+    first.expect(b"*2\r\n$5\r\nqueue\r\n$1\r\na\r\n");
+    second.expect(b"*2\r\n$5\r\nqueue\r\n$1\r\nb\r\n");
+    pusher.roundtrip(&["LRANGE", "queue", "0", "-1"], "*1\r\n$1\r\nc\r\n");
+    wait_blocked(&server, 0);
+}
+
+#[test]
+fn timeouts_answer_nil_in_both_protocols() {
+    let server = Server::start(&[]);
+    let mut client = server.connect();
+    let started = Instant::now();
+    client.roundtrip(&["BLPOP", "none", "0.1"], "*-1\r\n");
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    client.roundtrip(
+        &["BLMOVE", "none", "dst", "LEFT", "RIGHT", "0.05"],
+        "$-1\r\n",
+    );
+    client.roundtrip(&["BLMPOP", "0.05", "1", "none", "LEFT"], "*-1\r\n");
+    client.command(&[b"HELLO", b"3"]);
+    let _ = client.read_frame();
+    client.roundtrip(&["BRPOP", "none", "0.05"], "_\r\n");
+    client.roundtrip(&["BRPOPLPUSH", "none", "dst", "0.05"], "_\r\n");
+    client.roundtrip(&["BLPOP", "none", "-1"], "-ERR timeout is negative\r\n");
+    client.roundtrip(
+        &["BLPOP", "none", "x"],
+        "-ERR timeout is not a float or out of range\r\n",
+    );
+    // Data present: served at once, whatever the timeout.
+    client.roundtrip(&["RPUSH", "list", "v"], ":1\r\n");
+    client.roundtrip(&["BLPOP", "list", "0"], "*2\r\n$4\r\nlist\r\n$1\r\nv\r\n");
+}
+
+#[test]
+fn requests_pipelined_behind_a_blocked_one_wait_for_it() {
+    let server = Server::start(&[]);
+    let mut client = server.connect();
+    client.send(b"BLPOP jobs 0\r\nLLEN jobs\r\nPING\r\n");
+    wait_blocked(&server, 1);
+    let mut pusher = server.connect();
+    pusher.roundtrip(&["LPUSH", "jobs", "x", "y"], ":2\r\n");
+    // The pop came first, then the requests behind it saw its effect.
+    client.expect(b"*2\r\n$4\r\njobs\r\n$1\r\ny\r\n:1\r\n+PONG\r\n");
+}
+
+#[test]
+fn a_served_blmove_wakes_the_destination_waiter() {
+    let server = Server::start(&[]);
+    let mut end = blocked(&server, &["BLPOP", "done", "0"], 1);
+    let mut mover = blocked(
+        &server,
+        &["BLMOVE", "todo", "done", "LEFT", "RIGHT", "0"],
+        2,
+    );
+    let mut pusher = server.connect();
+    pusher.roundtrip(&["RPUSH", "todo", "task"], ":1\r\n");
+    mover.expect(b"$4\r\ntask\r\n");
+    end.expect(b"*2\r\n$4\r\ndone\r\n$4\r\ntask\r\n");
+    pusher.roundtrip(&["EXISTS", "todo", "done"], ":0\r\n");
+}
+
+#[test]
+fn a_disconnected_waiter_takes_nothing() {
+    let server = Server::start(&[]);
+    let gone = blocked(&server, &["BLPOP", "q", "0"], 1);
+    drop(gone);
+    wait_blocked(&server, 0);
+    let mut pusher = server.connect();
+    pusher.roundtrip(&["RPUSH", "q", "kept"], ":1\r\n");
+    pusher.roundtrip(&["LLEN", "q"], ":1\r\n");
+}
+
+#[test]
+fn client_unblock_ends_a_wait() {
+    let server = Server::start(&[]);
+    let mut waiting = server.connect();
+    waiting.command(&[b"CLIENT", b"ID"]);
+    let resp::Frame::Integer(id) = waiting.read_frame() else {
+        panic!("CLIENT ID is an integer")
+    };
+    let id = id.to_string();
+    let mut admin = server.connect();
+    waiting.command(&[b"BLPOP", b"q", b"0"]);
+    wait_blocked(&server, 1);
+    admin.roundtrip(&["CLIENT", "UNBLOCK", &id], ":1\r\n");
+    waiting.expect(b"*-1\r\n");
+    waiting.command(&[b"BRPOP", b"q", b"0"]);
+    wait_blocked(&server, 1);
+    admin.roundtrip(&["CLIENT", "UNBLOCK", &id, "ERROR"], ":1\r\n");
+    waiting.expect(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
+    admin.roundtrip(&["CLIENT", "UNBLOCK", &id], ":0\r\n");
+    admin.roundtrip(
+        &["CLIENT", "UNBLOCK", &id, "LATER"],
+        "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n",
+    );
+    admin.roundtrip(
+        &["CLIENT", "UNBLOCK", "x"],
+        "-ERR value is not an integer or out of range\r\n",
+    );
+    // The connection still works after being unblocked.
+    waiting.roundtrip(&["PING"], "+PONG\r\n");
+}
