@@ -252,6 +252,10 @@ async fn check_read(replica: &Replica, session: &Session) -> Result<(), ReadRefu
     if session.readonly {
         return Ok(());
     }
+    let applied = lock(&replica.group.state).last_applied;
+    if replica.group.holds_read_lease(applied) {
+        return Ok(());
+    }
     // The lease when fresh; otherwise one heartbeat round confirms leadership.
     let option = LinearizerOption::new(None, true);
     let check = replica.group.raft.ensure_linearizable(option);

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::types::LogId;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use keyspace::Keyspace;
@@ -134,6 +135,37 @@ impl ShardGroup {
     pub fn metrics(&self) -> openraft::RaftMetrics<TypeConfig> {
         use openraft::async_runtime::WatchReceiver;
         self.raft.metrics().borrow_watched().clone()
+    }
+
+    /// True when a read of the applied state is linearizable right now without
+    /// asking the Raft core: this replica leads, a quorum acknowledged its
+    /// leadership less than one leader lease ago (no other leader can have been
+    /// elected since), and `applied` (the state machine's last applied entry)
+    /// is of its own term, so every entry committed by earlier leaders is
+    /// applied. Writes this leader acknowledged are applied before their
+    /// replies, so they are visible too. The metrics may lag; a stale
+    /// acknowledgement time only makes the check stricter. When it fails, the
+    /// caller asks the core (`ensure_linearizable`).
+    pub fn holds_read_lease(&self, applied: Option<LogId>) -> bool {
+        use openraft::async_runtime::WatchReceiver;
+        use openraft::Instant as _;
+        let Some(applied) = applied else {
+            return false;
+        };
+        let watch = self.raft.metrics();
+        let metrics = watch.borrow_watched();
+        if metrics.state != openraft::ServerState::Leader
+            || applied.leader_id.term != metrics.current_term
+            || applied.leader_id.node_id != self.node_id
+        {
+            return false;
+        }
+        let Some(acked) = metrics.last_quorum_acked.as_ref() else {
+            return false;
+        };
+        let lease = std::time::Duration::from_millis(self.raft.config().election_timeout_max);
+        let now = openraft::alias::InstantOf::<TypeConfig>::now();
+        now < **acked + lease
     }
 }
 
