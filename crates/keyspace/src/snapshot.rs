@@ -16,7 +16,10 @@
 //!         key                         varint length + bytes
 //!         expire_at_ms                u64 LE (0 = no TTL)
 //!         encoding                    u8 (strings: 0 int, 1 embstr, 2 raw;
-//!                                     lists: 3 listpack, 4 quicklist)
+//!                                     lists: 3 listpack, 4 quicklist;
+//!                                     hashes: 3 listpack, 6 hashtable;
+//!                                     sets: 7 intset, 3 listpack,
+//!                                     6 hashtable)
 //!         value                       varint length + the DUMP body (dump.rs:
 //!                                     type byte + serialized value)
 //! end marker                          0xFF
@@ -46,6 +49,7 @@
 
 use crate::db::{Db, DbLayout};
 use crate::dump::{self, crc64};
+use crate::set::SetEncoding;
 use crate::value::{StringValue, Value, EMBSTR_MAX_BYTES};
 use crate::{Keyspace, KeyspaceConfig};
 use std::io::{self, Read, Write};
@@ -66,6 +70,8 @@ mod encoding {
     pub const RAW: u8 = 2;
     pub const LISTPACK: u8 = 3;
     pub const QUICKLIST: u8 = 4;
+    pub const HASHTABLE: u8 = 6;
+    pub const INTSET: u8 = 7;
 }
 
 /// Most databases a snapshot may hold.
@@ -222,6 +228,13 @@ fn encoding_of(value: &Value) -> u8 {
         Value::String(StringValue::Bytes { raw: true, .. }) => encoding::RAW,
         Value::List(list) if list.is_quicklist() => encoding::QUICKLIST,
         Value::List(_) => encoding::LISTPACK,
+        Value::Hash(hash) if hash.is_table() => encoding::HASHTABLE,
+        Value::Hash(_) => encoding::LISTPACK,
+        Value::Set(set) => match set.encoding() {
+            SetEncoding::Intset => encoding::INTSET,
+            SetEncoding::Listpack => encoding::LISTPACK,
+            SetEncoding::Table => encoding::HASHTABLE,
+        },
     }
 }
 
@@ -238,7 +251,29 @@ fn with_encoding(value: Value, tag: u8) -> Result<Value, SnapshotError> {
             }
             Ok(Value::List(list))
         }
+        // Decoded in their recorded layout already (see `layout_of`).
+        value @ (Value::Hash(_) | Value::Set(_)) => Ok(value),
     }
+}
+
+/// How the body of a set or hash recorded with encoding `tag` is to be
+/// rebuilt: exactly in that encoding and order, so the loaded value iterates,
+/// scans and picks as the written one did.
+fn layout_of(body: &[u8], tag: u8) -> Result<dump::Layout, SnapshotError> {
+    let layout = match (body.first().copied(), tag) {
+        (Some(dump::type_byte::SET), encoding::INTSET) => dump::Layout::Set(SetEncoding::Intset),
+        (Some(dump::type_byte::SET), encoding::LISTPACK) => {
+            dump::Layout::Set(SetEncoding::Listpack)
+        }
+        (Some(dump::type_byte::SET), encoding::HASHTABLE) => dump::Layout::Set(SetEncoding::Table),
+        (Some(dump::type_byte::HASH), encoding::LISTPACK) => dump::Layout::Hash { table: false },
+        (Some(dump::type_byte::HASH), encoding::HASHTABLE) => dump::Layout::Hash { table: true },
+        (Some(kind @ (dump::type_byte::SET | dump::type_byte::HASH)), other) => {
+            return Err(corrupt(format!("encoding {other} for value type {kind}")))
+        }
+        _ => dump::Layout::Loaded,
+    };
+    Ok(layout)
 }
 
 fn string_with_encoding(string: StringValue, tag: u8) -> Result<StringValue, SnapshotError> {
@@ -329,7 +364,8 @@ pub fn read_snapshot(
                 return Err(corrupt(format!("value of {body_length} bytes")));
             }
             reader.bytes(&mut body, body_length, "value")?;
-            let value = dump::decode_body(&body).map_err(|_| corrupt("undecodable value"))?;
+            let value = dump::decode_body_with_layout(&body, layout_of(&body, tag)?)
+                .map_err(|_| corrupt("undecodable value"))?;
             let value = with_encoding(value, tag)?;
             let expire_at_ms = (expire_at_ms != 0).then_some(expire_at_ms);
             db.restore_entry(&key, value, expire_at_ms, 0)
