@@ -724,3 +724,676 @@ fn random_fields(hash: &HashValue, count: i64, with_values: bool, context: &mut 
 /// Most picks a negative-count HRANDFIELD / SRANDMEMBER answers with: a limit
 /// on the reply this keyspace builds in memory (Redis streams such replies).
 pub(super) const MAX_RANDOM_PICKS: u64 = 1 << 24;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{Harness, START_MS as NOW};
+
+    fn bulk(text: &str) -> Frame {
+        Frame::Bulk(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    fn int(value: i64) -> Frame {
+        Frame::Integer(value)
+    }
+
+    fn error(text: &str) -> Frame {
+        Frame::Error(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    fn array(items: &[&str]) -> Frame {
+        Frame::Array(items.iter().map(|item| bulk(item)).collect())
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> Frame {
+        Frame::Map(
+            pairs
+                .iter()
+                .map(|(field, value)| (bulk(field), bulk(value)))
+                .collect(),
+        )
+    }
+
+    /// A reply as it goes on the wire in `protocol`.
+    fn wire(frame: &Frame, protocol: Protocol) -> String {
+        let mut out = bytes::BytesMut::new();
+        resp::encode(frame, protocol, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    const SYNTAX: &str = "ERR syntax error";
+    const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+
+    #[test]
+    fn table_rows_match_redis() {
+        let spec = |name: &str| crate::commands::lookup(name.as_bytes()).unwrap();
+        for (name, arity, write) in [
+            ("hset", -4, true),
+            ("hsetnx", 4, true),
+            ("hmset", -4, true),
+            ("hget", 3, false),
+            ("hmget", -3, false),
+            ("hgetall", 2, false),
+            ("hdel", -3, true),
+            ("hexists", 3, false),
+            ("hlen", 2, false),
+            ("hstrlen", 3, false),
+            ("hkeys", 2, false),
+            ("hvals", 2, false),
+            ("hincrby", 4, true),
+            ("hincrbyfloat", 4, true),
+            ("hrandfield", -2, false),
+            ("hscan", -3, false),
+        ] {
+            let spec = spec(name);
+            assert_eq!(spec.arity, arity, "{name}");
+            assert_eq!(spec.is_write(), write, "{name}");
+            assert_eq!(spec.has(READONLY), !write, "{name}");
+            assert_eq!(spec.legacy_key_range(), (1, 1, 1), "{name}");
+            assert_eq!(spec.group, "hash", "{name}");
+            assert!(spec.categories.contains(&"hash"), "{name}");
+        }
+        assert!(spec("hset").has(DENYOOM) && spec("hset").has(FAST));
+        assert!(!spec("hdel").has(DENYOOM));
+        assert!(!spec("hgetall").has(FAST));
+        assert_eq!(spec("hgetall").tips, ["nondeterministic_output_order"]);
+        assert_eq!(spec("hrandfield").tips, ["nondeterministic_output"]);
+        assert_eq!(spec("hrandfield").since, "6.2.0");
+        assert_eq!(spec("hincrbyfloat").since, "2.6.0");
+        assert_eq!(spec("hstrlen").since, "3.2.0");
+    }
+
+    #[test]
+    fn set_get_and_friends() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HSET", "h", "a", "1", "b", "2"]), int(2));
+        assert_eq!(h.run(&["HSET", "h", "a", "10", "c", "3"]), int(1));
+        assert_eq!(h.run(&["HGET", "h", "a"]), bulk("10"));
+        assert_eq!(h.run(&["HGET", "h", "zz"]), Frame::Null);
+        assert_eq!(h.run(&["HGET", "missing", "a"]), Frame::Null);
+        assert_eq!(
+            h.run(&["HMGET", "h", "a", "zz", "c"]),
+            Frame::Array(vec![bulk("10"), Frame::Null, bulk("3")])
+        );
+        assert_eq!(
+            h.run(&["HMGET", "missing", "a", "b"]),
+            Frame::Array(vec![Frame::Null, Frame::Null])
+        );
+        assert_eq!(h.run(&["HLEN", "h"]), int(3));
+        assert_eq!(h.run(&["HLEN", "missing"]), int(0));
+        assert_eq!(h.run(&["HEXISTS", "h", "b"]), int(1));
+        assert_eq!(h.run(&["HEXISTS", "h", "zz"]), int(0));
+        assert_eq!(h.run(&["HEXISTS", "missing", "b"]), int(0));
+        assert_eq!(h.run(&["HSTRLEN", "h", "a"]), int(2));
+        assert_eq!(h.run(&["HSTRLEN", "h", "zz"]), int(0));
+        assert_eq!(h.run(&["HSTRLEN", "missing", "a"]), int(0));
+        // Small hashes answer in insertion order, as a listpack does.
+        assert_eq!(h.run(&["HKEYS", "h"]), array(&["a", "b", "c"]));
+        assert_eq!(h.run(&["HVALS", "h"]), array(&["10", "2", "3"]));
+        assert_eq!(
+            h.run(&["HGETALL", "h"]),
+            map(&[("a", "10"), ("b", "2"), ("c", "3")])
+        );
+        assert_eq!(h.run(&["HKEYS", "missing"]), array(&[]));
+        assert_eq!(h.run(&["HGETALL", "missing"]), Frame::Map(vec![]));
+        assert_eq!(h.run(&["TYPE", "h"]), Frame::simple("hash"));
+        assert_eq!(h.run(&["OBJECT", "ENCODING", "h"]), bulk("listpack"));
+        assert_eq!(h.run(&["HMSET", "h", "d", "4"]), Frame::OK);
+        assert_eq!(h.run(&["HGET", "h", "d"]), bulk("4"));
+        let binary: &[u8] = b"a\x00b\r\n";
+        assert_eq!(h.run_bytes(&[b"HSET", b"bin", binary, binary]), int(1));
+        assert_eq!(
+            h.run_bytes(&[b"HGET", b"bin", binary]),
+            Frame::Bulk(Bytes::from_static(b"a\x00b\r\n"))
+        );
+        // Empty field and value are fine.
+        assert_eq!(h.run(&["HSET", "e", "", ""]), int(1));
+        assert_eq!(h.run(&["HGET", "e", ""]), bulk(""));
+    }
+
+    #[test]
+    fn reply_shapes_in_both_protocols() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "h", "f", "v", "g", "w"]);
+        let all = h.run(&["HGETALL", "h"]);
+        assert_eq!(
+            wire(&all, Protocol::Resp2),
+            "*4\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$1\r\nw\r\n"
+        );
+        assert_eq!(
+            wire(&all, Protocol::Resp3),
+            "%2\r\n$1\r\nf\r\n$1\r\nv\r\n$1\r\ng\r\n$1\r\nw\r\n"
+        );
+        let empty = h.run(&["HGETALL", "missing"]);
+        assert_eq!(wire(&empty, Protocol::Resp2), "*0\r\n");
+        assert_eq!(wire(&empty, Protocol::Resp3), "%0\r\n");
+        let missing = h.run(&["HGET", "h", "nope"]);
+        assert_eq!(wire(&missing, Protocol::Resp2), "$-1\r\n");
+        assert_eq!(wire(&missing, Protocol::Resp3), "_\r\n");
+        // HRANDFIELD WITHVALUES: flat in RESP2, pairs in RESP3.
+        assert_eq!(
+            h.run(&["HRANDFIELD", "h", "5", "WITHVALUES"]),
+            array(&["f", "v", "g", "w"])
+        );
+        h.context.protocol = Protocol::Resp3;
+        assert_eq!(
+            h.run(&["HRANDFIELD", "h", "5", "WITHVALUES"]),
+            Frame::Array(vec![array(&["f", "v"]), array(&["g", "w"])])
+        );
+        assert_eq!(h.run(&["HRANDFIELD", "h", "5"]), array(&["f", "g"]));
+        let pairs = h.run(&["HRANDFIELD", "h", "-3", "WITHVALUES"]);
+        let Frame::Array(items) = &pairs else {
+            panic!("{pairs:?}");
+        };
+        assert_eq!(items.len(), 3);
+        assert!(items
+            .iter()
+            .all(|item| *item == array(&["f", "v"]) || *item == array(&["g", "w"])));
+    }
+
+    #[test]
+    fn wrong_arguments_and_types() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["HSET", "h", "a", "1", "b"]),
+            error("ERR wrong number of arguments for 'hset' command")
+        );
+        assert_eq!(
+            h.run(&["HMSET", "h", "a"]),
+            error("ERR wrong number of arguments for 'hmset' command")
+        );
+        assert_eq!(
+            h.run(&["HMSET", "h", "a", "1", "b"]),
+            error("ERR wrong number of arguments for 'hmset' command")
+        );
+        assert_eq!(h.run(&["EXISTS", "h"]), int(0));
+        h.set("s", "v");
+        for words in [
+            &["HSET", "s", "a", "1"][..],
+            &["HSETNX", "s", "a", "1"],
+            &["HMSET", "s", "a", "1"],
+            &["HGET", "s", "a"],
+            &["HMGET", "s", "a"],
+            &["HGETALL", "s"],
+            &["HDEL", "s", "a"],
+            &["HEXISTS", "s", "a"],
+            &["HLEN", "s"],
+            &["HSTRLEN", "s", "a"],
+            &["HKEYS", "s"],
+            &["HVALS", "s"],
+            &["HINCRBY", "s", "a", "1"],
+            &["HINCRBYFLOAT", "s", "a", "1"],
+            &["HRANDFIELD", "s"],
+            &["HRANDFIELD", "s", "2"],
+            &["HSCAN", "s", "0"],
+            &["HSCAN", "s", "0", "BAD", "OPTION"],
+        ] {
+            assert_eq!(h.run(words), error(WRONGTYPE), "{words:?}");
+        }
+        h.run(&["HSET", "h", "f", "v"]);
+        for words in [
+            &["GET", "h"][..],
+            &["LPUSH", "h", "x"],
+            &["SADD", "h", "x"],
+            &["INCR", "h"],
+        ] {
+            assert_eq!(h.run(words), error(WRONGTYPE), "{words:?}");
+        }
+        assert_eq!(h.run(&["GET", "s"]), bulk("v"));
+    }
+
+    #[test]
+    fn hsetnx() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HSETNX", "h", "f", "1"]), int(1));
+        assert_eq!(h.run(&["HSETNX", "h", "f", "2"]), int(0));
+        assert_eq!(h.run(&["HGET", "h", "f"]), bulk("1"));
+        let long = "x".repeat(65);
+        assert_eq!(h.run(&["HSETNX", "h", "g", &long]), int(1));
+        assert_eq!(h.encoding("h"), Some("hashtable"));
+    }
+
+    #[test]
+    fn hdel_deletes_emptied_hashes() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+        assert_eq!(h.run(&["HDEL", "h", "a", "zz", "a"]), int(1));
+        assert_eq!(h.run(&["HKEYS", "h"]), array(&["b", "c"]));
+        assert_eq!(h.run(&["HDEL", "missing", "a"]), int(0));
+        assert_eq!(h.run(&["HDEL", "h", "b", "c", "d"]), int(2));
+        assert_eq!(h.run(&["EXISTS", "h"]), int(0));
+    }
+
+    #[test]
+    fn hincrby() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HINCRBY", "h", "n", "5"]), int(5));
+        assert_eq!(h.run(&["HINCRBY", "h", "n", "-7"]), int(-2));
+        assert_eq!(h.run(&["HGET", "h", "n"]), bulk("-2"));
+        h.run(&[
+            "HSET",
+            "h",
+            "s",
+            "abc",
+            "big",
+            "9223372036854775807",
+            "z",
+            "007",
+        ]);
+        assert_eq!(
+            h.run(&["HINCRBY", "h", "s", "1"]),
+            error("ERR hash value is not an integer")
+        );
+        assert_eq!(
+            h.run(&["HINCRBY", "h", "z", "1"]),
+            error("ERR hash value is not an integer")
+        );
+        assert_eq!(
+            h.run(&["HINCRBY", "h", "big", "1"]),
+            error("ERR increment or decrement would overflow")
+        );
+        assert_eq!(h.run(&["HINCRBY", "h", "big", "-1"]), int(i64::MAX - 1));
+        assert_eq!(h.run(&["HINCRBY", "h", "n", "x"]), error(NOT_INTEGER));
+        assert_eq!(h.run(&["HINCRBY", "h", "n", "1.5"]), error(NOT_INTEGER));
+        // A failed increment on a new key leaves nothing behind.
+        assert_eq!(h.run(&["HINCRBY", "new", "n", "x"]), error(NOT_INTEGER));
+        assert_eq!(h.run(&["EXISTS", "new"]), int(0));
+        h.run(&["HSET", "m", "n", "-9223372036854775808"]);
+        assert_eq!(
+            h.run(&["HINCRBY", "m", "n", "-1"]),
+            error("ERR increment or decrement would overflow")
+        );
+    }
+
+    #[test]
+    fn hincrbyfloat() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "f", "10.5"]), bulk("10.5"));
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "f", "0.1"]), bulk("10.6"));
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "f", "-5"]), bulk("5.6"));
+        assert_eq!(h.run(&["HGET", "h", "f"]), bulk("5.6"));
+        h.run(&["HSET", "h", "e", "5.0e3", "i", "3", "s", "abc"]);
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "e", "2.0e2"]), bulk("5200"));
+        assert_eq!(h.run(&["HINCRBYFLOAT", "h", "i", "1.5"]), bulk("4.5"));
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "h", "s", "1"]),
+            error("ERR hash value is not a float")
+        );
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "h", "f", "x"]),
+            error("ERR value is not a valid float")
+        );
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "h", "f", "inf"]),
+            error("ERR value is NaN or Infinity")
+        );
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "h", "f", "nan"]),
+            error("ERR value is not a valid float")
+        );
+        h.run(&["HSET", "h", "huge", "1.1e4932"]);
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "h", "huge", "1.1e4932"]),
+            error("ERR increment would produce NaN or Infinity")
+        );
+        assert_eq!(h.run(&["HGET", "h", "huge"]), bulk("1.1e4932"));
+        assert_eq!(
+            h.run(&["HINCRBYFLOAT", "new", "f", "x"]),
+            error("ERR value is not a valid float")
+        );
+        assert_eq!(h.run(&["EXISTS", "new"]), int(0));
+        // A result longer than a listpack value converts the hash.
+        h.run(&["HSET", "small", "f", "1"]);
+        assert_eq!(h.encoding("small"), Some("listpack"));
+        let Frame::Bulk(text) = h.run(&["HINCRBYFLOAT", "small", "f", "1e70"]) else {
+            panic!("a float reply");
+        };
+        assert!(text.len() > 64);
+        assert_eq!(h.encoding("small"), Some("hashtable"));
+    }
+
+    #[test]
+    fn encodings_convert_as_in_redis() {
+        let mut h = Harness::new();
+        let mut words: Vec<String> = vec!["HSET".into(), "h".into()];
+        for index in 0..128 {
+            words.push(format!("f{index}"));
+            words.push("v".into());
+        }
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        assert_eq!(h.run(&refs), int(128));
+        assert_eq!(h.encoding("h"), Some("listpack"));
+        h.run(&["HSET", "h", "f129", "v"]);
+        assert_eq!(h.encoding("h"), Some("hashtable"));
+        // Never back, however small it gets.
+        for index in 0..128 {
+            h.run(&["HDEL", "h", &format!("f{index}")]);
+        }
+        assert_eq!(h.encoding("h"), Some("hashtable"));
+        assert_eq!(h.run(&["HGETALL", "h"]), map(&[("f129", "v")]));
+        // Too many pairs in one write converts first, even with duplicates.
+        let mut words: Vec<String> = vec!["HSET".into(), "d".into()];
+        for _ in 0..129 {
+            words.push("same".into());
+            words.push("v".into());
+        }
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        assert_eq!(h.run(&refs), int(1));
+        assert_eq!(h.encoding("d"), Some("hashtable"));
+        // A long field or value converts.
+        h.run(&["HSET", "l", "f", &"v".repeat(64)]);
+        assert_eq!(h.encoding("l"), Some("listpack"));
+        h.run(&["HSET", "l", &"f".repeat(65), "v"]);
+        assert_eq!(h.encoding("l"), Some("hashtable"));
+    }
+
+    #[test]
+    fn hrandfield() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HRANDFIELD", "missing"]), Frame::Null);
+        assert_eq!(h.run(&["HRANDFIELD", "missing", "3"]), array(&[]));
+        assert_eq!(
+            h.run(&["HRANDFIELD", "missing", "3", "WITHVALUES"]),
+            array(&[])
+        );
+        h.run(&["HSET", "h", "a", "1", "b", "2", "c", "3"]);
+        for _ in 0..20 {
+            let Frame::Bulk(field) = h.run(&["HRANDFIELD", "h"]) else {
+                panic!("a field");
+            };
+            assert!([&b"a"[..], b"b", b"c"].contains(&field.as_ref()));
+        }
+        assert_eq!(h.run(&["HRANDFIELD", "h", "0"]), array(&[]));
+        assert_eq!(h.run(&["HRANDFIELD", "h", "3"]), array(&["a", "b", "c"]));
+        assert_eq!(h.run(&["HRANDFIELD", "h", "100"]), array(&["a", "b", "c"]));
+        // Distinct fields, in storage order.
+        for _ in 0..20 {
+            let Frame::Array(items) = h.run(&["HRANDFIELD", "h", "2"]) else {
+                panic!("an array");
+            };
+            assert_eq!(items.len(), 2);
+            assert_ne!(items[0], items[1]);
+            assert!(items[0].as_bytes() < items[1].as_bytes());
+        }
+        let Frame::Array(items) = h.run(&["HRANDFIELD", "h", "-10"]) else {
+            panic!("an array");
+        };
+        assert_eq!(items.len(), 10);
+        let Frame::Array(items) = h.run(&["HRANDFIELD", "h", "-2", "WITHVALUES"]) else {
+            panic!("an array");
+        };
+        assert_eq!(items.len(), 4);
+        assert_eq!(h.run(&["HRANDFIELD", "h", "x"]), error(NOT_INTEGER));
+        assert_eq!(
+            h.run(&["HRANDFIELD", "h", "-9223372036854775808"]),
+            error(COUNT_OUT_OF_RANGE)
+        );
+        assert_eq!(
+            h.run(&["HRANDFIELD", "h", "4611686018427387904", "WITHVALUES"]),
+            error("ERR value is out of range")
+        );
+        assert_eq!(
+            h.run(&["HRANDFIELD", "h", "1", "WITHSCORES"]),
+            error(SYNTAX)
+        );
+        assert_eq!(
+            h.run(&["HRANDFIELD", "h", "1", "WITHVALUES", "x"]),
+            error(SYNTAX)
+        );
+        // The count is checked before the key.
+        h.set("s", "v");
+        assert_eq!(h.run(&["HRANDFIELD", "s", "x"]), error(NOT_INTEGER));
+        assert_eq!(h.run(&["HRANDFIELD", "s", "1", "bad"]), error(SYNTAX));
+    }
+
+    /// Two replicas with the same seed pick the same fields.
+    #[test]
+    fn random_picks_are_deterministic() {
+        let run = || {
+            let mut h = Harness::new();
+            let mut words: Vec<String> = vec!["HSET".into(), "h".into()];
+            for index in 0..300 {
+                words.push(format!("f{index}"));
+                words.push(index.to_string());
+            }
+            let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+            h.run(&refs);
+            let mut replies = Vec::new();
+            for words in [
+                &["HRANDFIELD", "h", "-5", "WITHVALUES"][..],
+                &["HRANDFIELD", "h", "7"],
+                &["HRANDFIELD", "h", "250"],
+                &["HRANDFIELD", "h"],
+            ] {
+                for _ in 0..10 {
+                    replies.push(h.run(words));
+                }
+            }
+            replies
+        };
+        let first = run();
+        assert_eq!(first, run());
+        assert!(first.windows(2).any(|pair| pair[0] != pair[1]));
+    }
+
+    fn scan_all(h: &mut Harness, key: &str, extra: &[&str]) -> (usize, Vec<(String, String)>) {
+        let mut cursor = "0".to_string();
+        let mut seen = Vec::new();
+        let mut calls = 0;
+        loop {
+            let mut words = vec!["HSCAN", key, &cursor];
+            words.extend_from_slice(extra);
+            let Frame::Array(reply) = h.run(&words) else {
+                panic!("HSCAN reply");
+            };
+            calls += 1;
+            let Frame::Array(items) = &reply[1] else {
+                panic!("HSCAN items");
+            };
+            for pair in items.chunks(2) {
+                let text =
+                    |frame: &Frame| String::from_utf8_lossy(frame.as_bytes().unwrap()).into_owned();
+                seen.push((text(&pair[0]), text(&pair[1])));
+            }
+            cursor = String::from_utf8_lossy(reply[0].as_bytes().unwrap()).into_owned();
+            if cursor == "0" {
+                return (calls, seen);
+            }
+        }
+    }
+
+    #[test]
+    fn hscan() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["HSCAN", "missing", "0"]),
+            Frame::Array(vec![bulk("0"), array(&[])])
+        );
+        // As Redis: a missing key answers before the options are read.
+        assert_eq!(
+            h.run(&["HSCAN", "missing", "0", "COUNT", "0"]),
+            Frame::Array(vec![bulk("0"), array(&[])])
+        );
+        h.run(&["HSET", "h", "a", "1", "b", "2", "ab", "3"]);
+        // A listpack answers whole, whatever the count.
+        assert_eq!(
+            h.run(&["HSCAN", "h", "0", "COUNT", "1"]),
+            Frame::Array(vec![bulk("0"), array(&["a", "1", "b", "2", "ab", "3"])])
+        );
+        assert_eq!(
+            h.run(&["HSCAN", "h", "0", "MATCH", "a*"]),
+            Frame::Array(vec![bulk("0"), array(&["a", "1", "ab", "3"])])
+        );
+        assert_eq!(h.run(&["HSCAN", "h", "x"]), error("ERR invalid cursor"));
+        assert_eq!(h.run(&["HSCAN", "h", "0", "COUNT", "0"]), error(SYNTAX));
+        assert_eq!(
+            h.run(&["HSCAN", "h", "0", "COUNT", "x"]),
+            error(NOT_INTEGER)
+        );
+        assert_eq!(h.run(&["HSCAN", "h", "0", "COUNT"]), error(SYNTAX));
+        assert_eq!(h.run(&["HSCAN", "h", "0", "TYPE", "hash"]), error(SYNTAX));
+        assert_eq!(h.run(&["HSCAN", "h", "0", "NOVALUES"]), error(SYNTAX));
+
+        // A hashtable is walked in steps; every pair comes back once.
+        for index in 0..500 {
+            h.run(&["HSET", "big", &format!("f{index}"), &index.to_string()]);
+        }
+        let (calls, seen) = scan_all(&mut h, "big", &["COUNT", "20"]);
+        assert_eq!(calls, 25);
+        let mut fields: Vec<_> = seen.iter().map(|(field, _)| field.clone()).collect();
+        fields.sort();
+        fields.dedup();
+        assert_eq!(fields.len(), 500);
+        assert!(seen.iter().all(|(field, value)| field[1..] == *value));
+        let (_, matched) = scan_all(&mut h, "big", &["MATCH", "f1?", "COUNT", "7"]);
+        assert_eq!(matched.len(), 10);
+    }
+
+    /// Fields present for a whole HSCAN come back even while the hash changes.
+    #[test]
+    fn hscan_guarantee_under_changes() {
+        let mut h = Harness::new();
+        for index in 0..400 {
+            h.run(&["HSET", "big", &format!("keep{index}"), "v"]);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut cursor = "0".to_string();
+        let mut round = 0;
+        loop {
+            let Frame::Array(reply) = h.run(&["HSCAN", "big", &cursor, "COUNT", "9"]) else {
+                panic!("HSCAN reply");
+            };
+            let Frame::Array(items) = &reply[1] else {
+                panic!("items");
+            };
+            for pair in items.chunks(2) {
+                seen.insert(pair[0].as_bytes().unwrap().to_vec());
+            }
+            cursor = String::from_utf8_lossy(reply[0].as_bytes().unwrap()).into_owned();
+            round += 1;
+            h.run(&[
+                "HSET",
+                "big",
+                &format!("new{round}"),
+                "v",
+                &format!("tmp{round}"),
+                "v",
+            ]);
+            h.run(&["HDEL", "big", &format!("tmp{}", round - 1)]);
+            if cursor == "0" {
+                break;
+            }
+        }
+        for index in 0..400 {
+            assert!(
+                seen.contains(format!("keep{index}").as_bytes()),
+                "keep{index}"
+            );
+        }
+    }
+
+    #[test]
+    fn dump_restore_digest_and_copy() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "h", "b", "2", "a", "1", "long", &"x".repeat(30)]);
+        let Frame::Bulk(payload) = h.run(&["DUMP", "h"]) else {
+            panic!("DUMP of a hash");
+        };
+        assert_eq!(
+            h.run_bytes(&[b"RESTORE", b"copy", b"0", &payload]),
+            Frame::OK
+        );
+        assert_eq!(h.run(&["HGETALL", "copy"]), h.run(&["HGETALL", "h"]));
+        assert_eq!(h.encoding("copy"), Some("listpack"));
+        let value_digest = |h: &Harness, key: &str| crate::digest::value_digest(h.entry(key));
+        assert_eq!(value_digest(&h, "h"), value_digest(&h, "copy"));
+        h.run(&["HSET", "copy", "a", "changed"]);
+        assert_ne!(value_digest(&h, "h"), value_digest(&h, "copy"));
+
+        for index in 0..200 {
+            h.run(&["HSET", "big", &format!("f{index}"), "v"]);
+        }
+        for index in (0..200).step_by(7) {
+            h.run(&["HDEL", "big", &format!("f{index}")]);
+        }
+        let Frame::Bulk(payload) = h.run(&["DUMP", "big"]) else {
+            panic!("DUMP of a hash");
+        };
+        h.run_bytes(&[b"RESTORE", b"big2", b"0", &payload]);
+        assert_eq!(h.encoding("big2"), Some("hashtable"));
+        assert_eq!(h.get("big2"), h.get("big"), "same pairs in the same order");
+        assert_eq!(h.run(&["HKEYS", "big2"]), h.run(&["HKEYS", "big"]));
+        assert_eq!(h.run(&["COPY", "big", "big3"]), int(1));
+        assert_eq!(
+            h.run(&["HSCAN", "big3", "0"]),
+            h.run(&["HSCAN", "big", "0"])
+        );
+        assert_eq!(h.encoding("big3"), Some("hashtable"));
+        // RENAME keeps the value.
+        assert_eq!(h.run(&["RENAME", "big3", "big4"]), Frame::OK);
+        assert_eq!(h.run(&["HLEN", "big4"]), int(171));
+        // Corrupt payloads are refused.
+        let mut bad = payload.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(
+            h.run_bytes(&[b"RESTORE", b"bad", b"0", &bad]),
+            error("ERR DUMP payload version or checksum are wrong")
+        );
+        let digest_before = crate::digest::digest(&h.keyspace, NOW);
+        h.run(&["HSET", "h", "zz", "1"]);
+        assert_ne!(crate::digest::digest(&h.keyspace, NOW), digest_before);
+        h.run(&["HDEL", "h", "zz"]);
+        assert_eq!(crate::digest::digest(&h.keyspace, NOW), digest_before);
+    }
+
+    #[test]
+    fn debug_object_lengths() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "small", "field", "12"]);
+        let line = crate::digest::debug_object(&h.keyspace, h.entry("small").unwrap(), &h.context);
+        // One listpack blob: 1 length byte, 7 + 7 + 2 listpack bytes.
+        assert!(
+            line.contains(" encoding:listpack serializedlength:17 "),
+            "{line}"
+        );
+        h.run(&["HSET", "big", "f", &"v".repeat(100)]);
+        let line = crate::digest::debug_object(&h.keyspace, h.entry("big").unwrap(), &h.context);
+        // Count, then "f" (2) and the value (2 + 100).
+        assert!(
+            line.contains(" encoding:hashtable serializedlength:105 "),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn dirty_counts_changes() {
+        let mut h = Harness::new();
+        let start = h.keyspace.stats.dirty;
+        h.run(&["HSET", "h", "a", "1", "b", "2"]);
+        assert_eq!(h.keyspace.stats.dirty, start + 2);
+        h.run(&["HSETNX", "h", "a", "1"]);
+        h.run(&["HDEL", "h", "zz"]);
+        h.run(&["HGETALL", "h"]);
+        assert_eq!(h.keyspace.stats.dirty, start + 2);
+        h.run(&["HDEL", "h", "a", "b"]);
+        h.run(&["HINCRBY", "h", "n", "1"]);
+        assert_eq!(h.keyspace.stats.dirty, start + 5);
+    }
+
+    #[test]
+    fn writes_keep_the_ttl_and_expired_keys_start_over() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "h", "a", "1"]);
+        h.run(&["PEXPIRE", "h", "100"]);
+        h.run(&["HSET", "h", "b", "2"]);
+        assert_eq!(h.expire_at("h"), Some(NOW + 100));
+        h.advance(200);
+        assert_eq!(h.run(&["HLEN", "h"]), int(0));
+        assert_eq!(h.run(&["HSET", "h", "c", "3"]), int(1));
+        assert_eq!(h.run(&["HGETALL", "h"]), map(&[("c", "3")]));
+        assert_eq!(h.expire_at("h"), None);
+    }
+}
