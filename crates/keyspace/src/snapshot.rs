@@ -601,6 +601,43 @@ mod tests {
                         &["LPUSH", &key, &large, &value],
                     );
                 }
+                // Hashes: listpack, or a hashtable shuffled by deletions.
+                5 => {
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["HSET", &key, "f", &value, "n", "12"],
+                    );
+                    if index % 4 == 0 {
+                        for field in 0..140 {
+                            let field = format!("field{field}");
+                            run(&mut keyspace, &mut context, &["HSET", &key, &field, "v"]);
+                        }
+                        for field in (0..140).step_by(3) {
+                            let field = format!("field{field}");
+                            run(&mut keyspace, &mut context, &["HDEL", &key, &field]);
+                        }
+                    }
+                }
+                // Sets: intset, listpack, or a hashtable shuffled by removals.
+                6 => {
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(&mut keyspace, &mut context, &["SADD", &key, "3", "1", "2"]);
+                    if index % 3 == 0 {
+                        run(&mut keyspace, &mut context, &["SADD", &key, &value, "m"]);
+                    }
+                    if index % 4 == 0 {
+                        for member in 0..200 {
+                            let member = format!("member{member}");
+                            run(&mut keyspace, &mut context, &["SADD", &key, &member]);
+                        }
+                        for member in (0..200).step_by(3) {
+                            let member = format!("member{member}");
+                            run(&mut keyspace, &mut context, &["SREM", &key, &member]);
+                        }
+                    }
+                }
                 _ => {}
             }
             match rng.below(4) {
@@ -708,11 +745,153 @@ mod tests {
         assert_same_state(&original, &loaded);
     }
 
+    /// Hashes and sets come back in their encoding and storage order, so a
+    /// loaded replica scans, picks and pops exactly as the one it came from.
+    #[test]
+    fn hashes_and_sets_behave_identically_after_a_round_trip() {
+        let mut original = Keyspace::new(1, 5);
+        let mut context = Context::new(START_MS, 9);
+        for index in 0..300 {
+            let member = format!("m{index}");
+            run(&mut original, &mut context, &["SADD", "table-set", &member]);
+            run(
+                &mut original,
+                &mut context,
+                &["HSET", "table-hash", &member, "v"],
+            );
+        }
+        for index in (0..300).step_by(4) {
+            let member = format!("m{index}");
+            run(&mut original, &mut context, &["SREM", "table-set", &member]);
+            run(
+                &mut original,
+                &mut context,
+                &["HDEL", "table-hash", &member],
+            );
+        }
+        // A hashtable of integers only: a load by size alone would make it an
+        // intset and lose its order.
+        for index in 0..600 {
+            run(
+                &mut original,
+                &mut context,
+                &["SADD", "int-table", &index.to_string()],
+            );
+        }
+        for index in 0..590 {
+            run(
+                &mut original,
+                &mut context,
+                &["SREM", "int-table", &index.to_string()],
+            );
+        }
+        run(
+            &mut original,
+            &mut context,
+            &["SADD", "intset", "5", "1", "3"],
+        );
+        run(
+            &mut original,
+            &mut context,
+            &["SADD", "listpack-set", "b", "a", "7"],
+        );
+        run(
+            &mut original,
+            &mut context,
+            &["HSET", "listpack-hash", "b", "1", "a", "2"],
+        );
+        let mut loaded = load(&to_bytes(&original)).expect("loads");
+        assert_same_state(&original, &loaded);
+        for (key, encoding) in [
+            ("table-set", "hashtable"),
+            ("table-hash", "hashtable"),
+            ("int-table", "hashtable"),
+            ("intset", "intset"),
+            ("listpack-set", "listpack"),
+            ("listpack-hash", "listpack"),
+        ] {
+            let words = ["OBJECT", "ENCODING", key];
+            assert_eq!(
+                run(&mut loaded, &mut context, &words),
+                Frame::bulk(encoding.to_string()),
+                "{key}"
+            );
+        }
+        let mut first = Context::new(START_MS + 1, 77);
+        let mut second = Context::new(START_MS + 1, 77);
+        for words in [
+            &["SSCAN", "table-set", "0", "COUNT", "10"][..],
+            &["SSCAN", "table-set", "100", "COUNT", "10"],
+            &["SMEMBERS", "int-table"],
+            &["SRANDMEMBER", "table-set", "-5"],
+            &["SRANDMEMBER", "table-set", "5"],
+            &["SPOP", "table-set", "7"],
+            &["SPOP", "int-table"],
+            &["HSCAN", "table-hash", "0", "COUNT", "10"],
+            &["HRANDFIELD", "table-hash", "-4", "WITHVALUES"],
+            &["HKEYS", "table-hash"],
+            &["SMEMBERS", "listpack-set"],
+            &["HGETALL", "listpack-hash"],
+        ] {
+            assert_eq!(
+                run(&mut original, &mut first, words),
+                run(&mut loaded, &mut second, words),
+                "{words:?}"
+            );
+        }
+        assert_same_state(&original, &loaded);
+    }
+
+    #[test]
+    fn set_and_hash_encodings_must_fit_their_values() {
+        let set = Value::set(["b", "a"]);
+        let hash = Value::hash([("f", "v")]);
+        let ints = Value::set(["2", "1"]);
+        for (value, tag) in [
+            (&set, encoding::LISTPACK),
+            (&set, encoding::HASHTABLE),
+            (&hash, encoding::LISTPACK),
+            (&hash, encoding::HASHTABLE),
+            (&ints, encoding::INTSET),
+        ] {
+            let entry = value_entry_bytes(b"k", tag, value);
+            assert!(load(&sealed_db(4, 0, &entry, 1)).is_ok(), "{value:?} {tag}");
+        }
+        for (value, tag) in [
+            (&set, encoding::INTSET),
+            (&set, encoding::RAW),
+            (&hash, encoding::INTSET),
+            (&hash, encoding::QUICKLIST),
+        ] {
+            let entry = value_entry_bytes(b"k", tag, value);
+            assert!(
+                load(&sealed_db(4, 0, &entry, 1)).is_err(),
+                "{value:?} {tag}"
+            );
+        }
+        // An intset body out of order is refused.
+        let mut body = vec![dump::type_byte::SET];
+        dump::put_length(&mut body, 2);
+        for member in [b"2", b"1"] {
+            dump::put_length(&mut body, 1);
+            body.extend_from_slice(member);
+        }
+        let mut entry = Vec::new();
+        dump::put_length(&mut entry, 1);
+        entry.extend_from_slice(b"k");
+        entry.extend_from_slice(&0u64.to_le_bytes());
+        entry.push(encoding::INTSET);
+        dump::put_length(&mut entry, body.len() as u64);
+        entry.extend_from_slice(&body);
+        assert!(load(&sealed_db(4, 0, &entry, 1)).is_err());
+    }
+
     #[test]
     fn round_trips_keep_state_layout_and_behaviour() {
         let mut history_shaped_tables = 0;
         let mut moved_hash_keys = 0;
         let mut list_encodings = std::collections::BTreeSet::new();
+        let mut aggregate_encodings = std::collections::BTreeSet::new();
         for seed in 0..40 {
             assert_round_trip(seed);
             // The samples must exercise what a naive rebuild would get wrong.
@@ -722,6 +901,10 @@ mod tests {
                 for (_, entry) in db.entries() {
                     if entry.value.is_list() {
                         list_encodings.insert(entry.value.encoding_name());
+                    }
+                    if matches!(entry.value, Value::Hash(_) | Value::Set(_)) {
+                        aggregate_encodings
+                            .insert((entry.value.type_name(), entry.value.encoding_name()));
                     }
                 }
                 let natural = (db.len() as u64).next_power_of_two().max(4);
@@ -752,6 +935,11 @@ mod tests {
         assert!(history_shaped_tables > 0);
         assert!(moved_hash_keys > 0);
         assert_eq!(list_encodings.len(), 2, "{list_encodings:?}");
+        assert_eq!(
+            aggregate_encodings.len(),
+            5,
+            "hash and set encodings: {aggregate_encodings:?}"
+        );
     }
 
     #[test]
