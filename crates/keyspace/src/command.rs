@@ -258,8 +258,14 @@ impl CommandSpec {
                 } else {
                     index + last_key
                 };
-            } else if last >= 0 && index == last + 1 && last_key == 0 && step == 1 {
-                last = index;
+            } else if last >= 0 && index == last + 1 && step == 1 && spec_step == 1 {
+                // A range continuing the previous one (SINTERSTORE's sources
+                // after its destination) extends it, to the end if open.
+                last = if last_key < 0 {
+                    last_key
+                } else {
+                    index + last_key
+                };
             }
         }
         (first, last, step)

@@ -2,6 +2,7 @@
 //! description of a stored value. The node calls these; they only read.
 
 use crate::dump;
+use crate::set::SetEncoding;
 use crate::value::{canonical_i64, StringValue, Value};
 use crate::{Context, Entry, Keyspace};
 use siphasher::sip128::SipHasher13;
@@ -185,7 +186,34 @@ fn rdb_value_length(value: &Value) -> usize {
                 .sum();
             rdb_length_prefix(nodes.len() as u64) + node_bytes
         }
+        // Small encodings are saved as one blob (listpack or intset bytes);
+        // hashtables as a count and each string.
+        Value::Hash(hash) if hash.is_table() => {
+            rdb_length_prefix(hash.len() as u64)
+                + hash
+                    .pairs()
+                    .iter()
+                    .map(|pair| rdb_string_length(pair.field()) + rdb_string_length(pair.value()))
+                    .sum::<usize>()
+        }
+        Value::Hash(hash) => rdb_blob_length(hash.listpack_bytes()),
+        Value::Set(set) => match set.encoding() {
+            SetEncoding::Intset => rdb_blob_length(set.intset_bytes()),
+            SetEncoding::Listpack => rdb_blob_length(set.listpack_bytes()),
+            SetEncoding::Table => {
+                rdb_length_prefix(set.len() as u64)
+                    + set
+                        .members()
+                        .map(|member| rdb_string_length(&member))
+                        .sum::<usize>()
+            }
+        },
     }
+}
+
+/// A blob saved as an RDB string: its length prefix and bytes.
+fn rdb_blob_length(bytes: usize) -> usize {
+    rdb_length_prefix(bytes as u64) + bytes
 }
 
 fn rdb_string_length(data: &[u8]) -> usize {

@@ -18,6 +18,8 @@
 //! Adding a type means adding a type byte, an arm in [`encode_body`] and an arm in
 //! [`decode_body`]; the framing stays as it is.
 
+use crate::hash::{HashValue, Pair};
+use crate::set::{SetEncoding, SetValue};
 use crate::value::{ListValue, StringValue, Value};
 
 /// Version of the payload format written by [`serialize_value`]; payloads with a
@@ -31,6 +33,21 @@ pub mod type_byte {
     /// A list: the element count (varint), then each element from head to tail
     /// as a length (varint) followed by the bytes.
     pub const LIST: u8 = 1;
+    /// A set: the member count (varint), then each member in storage order as
+    /// a length (varint) followed by the bytes.
+    pub const SET: u8 = 2;
+    /// A hash: the pair count (varint), then each field and its value in
+    /// storage order, each as a length (varint) followed by the bytes.
+    pub const HASH: u8 = 4;
+}
+
+/// How a set or hash body is to be stored when decoded: as a load encodes it
+/// (DUMP payloads), or exactly in a recorded encoding (snapshots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    Loaded,
+    Set(SetEncoding),
+    Hash { table: bool },
 }
 
 /// Bytes after the serialized value: the version and the checksum.
@@ -110,11 +127,34 @@ pub(crate) fn encode_body_into(out: &mut Vec<u8>, value: &Value) {
                 out.extend_from_slice(element);
             }
         }
+        Value::Set(set) => {
+            out.push(type_byte::SET);
+            put_length(out, set.len() as u64);
+            for member in set.members() {
+                put_length(out, member.len() as u64);
+                out.extend_from_slice(&member);
+            }
+        }
+        Value::Hash(hash) => {
+            out.push(type_byte::HASH);
+            put_length(out, hash.len() as u64);
+            for pair in hash.pairs() {
+                for data in [pair.field(), pair.value()] {
+                    put_length(out, data.len() as u64);
+                    out.extend_from_slice(data);
+                }
+            }
+        }
     }
 }
 
 /// Decodes a type byte and serialized value; the whole input must be consumed.
 pub fn decode_body(body: &[u8]) -> Result<Value, BadPayload> {
+    decode_body_with_layout(body, Layout::Loaded)
+}
+
+/// [`decode_body`], storing a set or hash in `layout`.
+pub(crate) fn decode_body_with_layout(body: &[u8], layout: Layout) -> Result<Value, BadPayload> {
     let (&kind, rest) = body.split_first().ok_or(BadPayload)?;
     let mut reader = Reader { data: rest };
     let value = match kind {
@@ -126,6 +166,8 @@ pub fn decode_body(body: &[u8]) -> Result<Value, BadPayload> {
             Value::String(StringValue::from_bytes(data))
         }
         type_byte::LIST => Value::List(decode_list(&mut reader)?),
+        type_byte::SET => Value::Set(decode_set(&mut reader, layout)?),
+        type_byte::HASH => Value::Hash(decode_hash(&mut reader, layout)?),
         _ => return Err(BadPayload),
     };
     if !reader.data.is_empty() {
@@ -149,6 +191,48 @@ fn decode_list(reader: &mut Reader<'_>) -> Result<ListValue, BadPayload> {
     }
     // Encoded as Redis encodes a list it loads: a listpack when it fits one.
     Ok(ListValue::from_elements(elements))
+}
+
+/// A set body after its type byte: never empty, no repeated member (the
+/// count is checked against the bytes there, as for lists).
+fn decode_set(reader: &mut Reader<'_>, layout: Layout) -> Result<SetValue, BadPayload> {
+    let count = reader.length()?;
+    if count == 0 || count > reader.data.len() {
+        return Err(BadPayload);
+    }
+    let mut members = Vec::with_capacity(count);
+    for _ in 0..count {
+        let length = reader.length()?;
+        members.push(reader.take(length)?.to_vec());
+    }
+    match layout {
+        Layout::Loaded => SetValue::load(members),
+        Layout::Set(encoding) => SetValue::with_layout(members, encoding),
+        Layout::Hash { .. } => None,
+    }
+    .ok_or(BadPayload)
+}
+
+/// A hash body after its type byte: never empty, no repeated field.
+fn decode_hash(reader: &mut Reader<'_>, layout: Layout) -> Result<HashValue, BadPayload> {
+    let count = reader.length()?;
+    if count == 0 || count > reader.data.len() / 2 {
+        return Err(BadPayload);
+    }
+    let mut pairs = Vec::with_capacity(count);
+    for _ in 0..count {
+        let length = reader.length()?;
+        let field = reader.take(length)?;
+        let length = reader.length()?;
+        let value = reader.take(length)?;
+        pairs.push(Pair::new(field, value));
+    }
+    match layout {
+        Layout::Loaded => HashValue::load(pairs),
+        Layout::Hash { table } => HashValue::with_layout(pairs, table),
+        Layout::Set(_) => None,
+    }
+    .ok_or(BadPayload)
 }
 
 /// Appends `length` as an unsigned LEB128 varint.

@@ -461,6 +461,8 @@ mod tests {
         h.set_with_expiry("gone-int", "12", START_MS + 5);
         h.set("kept", "w");
         h.set_value("gone-list", Value::list(["a", "b"]), Some(START_MS + 5));
+        h.set_value("gone-hash", Value::hash([("f", "v")]), Some(START_MS + 5));
+        h.set_value("gone-set", Value::set(["m", "1"]), Some(START_MS + 5));
         h.context.db = 1;
         h.set_with_expiry("other-db", "x", START_MS + 5);
         h.context.db = 0;
@@ -496,6 +498,48 @@ mod tests {
                 vec!["LPOS", "gone-list", "a", "COUNT", "0"],
                 Some(array(vec![])),
             ),
+            (vec!["HGET", "gone-hash", "f"], Some(Frame::Null)),
+            (
+                vec!["HMGET", "gone-hash", "f"],
+                Some(array(vec![Frame::Null])),
+            ),
+            (vec!["HEXISTS", "gone-hash", "f"], Some(Frame::Integer(0))),
+            (vec!["HLEN", "gone-hash"], Some(Frame::Integer(0))),
+            (vec!["HSTRLEN", "gone-hash", "f"], Some(Frame::Integer(0))),
+            (vec!["HGETALL", "gone-hash"], Some(Frame::Map(vec![]))),
+            (vec!["HKEYS", "gone-hash"], Some(array(vec![]))),
+            (vec!["HVALS", "gone-hash"], Some(array(vec![]))),
+            (vec!["HRANDFIELD", "gone-hash"], Some(Frame::Null)),
+            (
+                vec!["HRANDFIELD", "gone-hash", "-3", "WITHVALUES"],
+                Some(array(vec![])),
+            ),
+            (
+                vec!["HSCAN", "gone-hash", "0"],
+                Some(array(vec![bulk("0"), array(vec![])])),
+            ),
+            (vec!["TYPE", "gone-hash"], Some(Frame::simple("none"))),
+            (vec!["SISMEMBER", "gone-set", "m"], Some(Frame::Integer(0))),
+            (
+                vec!["SMISMEMBER", "gone-set", "m"],
+                Some(array(vec![Frame::Integer(0)])),
+            ),
+            (vec!["SCARD", "gone-set"], Some(Frame::Integer(0))),
+            (vec!["SMEMBERS", "gone-set"], Some(Frame::Set(vec![]))),
+            (vec!["SRANDMEMBER", "gone-set"], Some(Frame::Null)),
+            (vec!["SRANDMEMBER", "gone-set", "2"], Some(array(vec![]))),
+            (
+                vec!["SSCAN", "gone-set", "0"],
+                Some(array(vec![bulk("0"), array(vec![])])),
+            ),
+            (vec!["SINTER", "gone-set"], Some(Frame::Set(vec![]))),
+            (vec!["SINTERCARD", "1", "gone-set"], Some(Frame::Integer(0))),
+            (
+                vec!["SUNION", "gone-set", "gone-set"],
+                Some(Frame::Set(vec![])),
+            ),
+            (vec!["SDIFF", "gone-set"], Some(Frame::Set(vec![]))),
+            (vec!["TYPE", "gone-set"], Some(Frame::simple("none"))),
             (vec!["TTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["PTTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["EXPIRETIME", "gone"], Some(Frame::Integer(-2))),
@@ -515,7 +559,7 @@ mod tests {
             (vec!["OBJECT", "FREQ", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "HELP"], None),
             // As Redis: DBSIZE counts keys not reclaimed yet.
-            (vec!["DBSIZE"], Some(Frame::Integer(4))),
+            (vec!["DBSIZE"], Some(Frame::Integer(6))),
             (vec!["PING"], Some(Frame::simple("PONG"))),
             (vec!["ECHO", "hi"], Some(bulk("hi"))),
             (vec!["COMMAND"], None),
@@ -564,8 +608,8 @@ mod tests {
         assert_eq!(h.keyspace.expired_keys(), 0);
         assert_eq!(digest(&h.keyspace, START_MS), digest_before);
         let db = h.keyspace.db_ref(0);
-        assert_eq!(db.len(), 4);
-        assert_eq!(db.expires_len(), 3);
+        assert_eq!(db.len(), 6);
+        assert_eq!(db.expires_len(), 5);
         assert!(db.peek(b"gone", START_MS).is_some());
         assert!(db.peek(b"gone", START_MS + 10).is_none());
         assert!(h.keyspace.db_ref(1).peek(b"other-db", START_MS).is_some());

@@ -14,9 +14,12 @@ pub mod digest;
 pub mod dump;
 pub mod errors;
 pub mod glob;
+pub mod hash;
+pub mod indexed;
 mod keyspace;
 pub mod list;
 pub mod rng;
+pub mod set;
 pub mod snapshot;
 #[cfg(test)]
 mod testing;
@@ -26,7 +29,7 @@ pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
 pub use keyspace::{BlockOn, Context, Keyspace, KeyspaceConfig, Stats};
 pub use rng::Rng;
-pub use value::{ListValue, StringValue, Value};
+pub use value::{HashValue, ListValue, SetValue, StringValue, Value};
 
 use bytes::Bytes;
 use resp::Frame;

@@ -16,7 +16,10 @@
 //!         key                         varint length + bytes
 //!         expire_at_ms                u64 LE (0 = no TTL)
 //!         encoding                    u8 (strings: 0 int, 1 embstr, 2 raw;
-//!                                     lists: 3 listpack, 4 quicklist)
+//!                                     lists: 3 listpack, 4 quicklist;
+//!                                     hashes: 3 listpack, 6 hashtable;
+//!                                     sets: 7 intset, 3 listpack,
+//!                                     6 hashtable)
 //!         value                       varint length + the DUMP body (dump.rs:
 //!                                     type byte + serialized value)
 //! end marker                          0xFF
@@ -46,6 +49,7 @@
 
 use crate::db::{Db, DbLayout};
 use crate::dump::{self, crc64};
+use crate::set::SetEncoding;
 use crate::value::{StringValue, Value, EMBSTR_MAX_BYTES};
 use crate::{Keyspace, KeyspaceConfig};
 use std::io::{self, Read, Write};
@@ -66,6 +70,8 @@ mod encoding {
     pub const RAW: u8 = 2;
     pub const LISTPACK: u8 = 3;
     pub const QUICKLIST: u8 = 4;
+    pub const HASHTABLE: u8 = 6;
+    pub const INTSET: u8 = 7;
 }
 
 /// Most databases a snapshot may hold.
@@ -222,6 +228,13 @@ fn encoding_of(value: &Value) -> u8 {
         Value::String(StringValue::Bytes { raw: true, .. }) => encoding::RAW,
         Value::List(list) if list.is_quicklist() => encoding::QUICKLIST,
         Value::List(_) => encoding::LISTPACK,
+        Value::Hash(hash) if hash.is_table() => encoding::HASHTABLE,
+        Value::Hash(_) => encoding::LISTPACK,
+        Value::Set(set) => match set.encoding() {
+            SetEncoding::Intset => encoding::INTSET,
+            SetEncoding::Listpack => encoding::LISTPACK,
+            SetEncoding::Table => encoding::HASHTABLE,
+        },
     }
 }
 
@@ -238,7 +251,29 @@ fn with_encoding(value: Value, tag: u8) -> Result<Value, SnapshotError> {
             }
             Ok(Value::List(list))
         }
+        // Decoded in their recorded layout already (see `layout_of`).
+        value @ (Value::Hash(_) | Value::Set(_)) => Ok(value),
     }
+}
+
+/// How the body of a set or hash recorded with encoding `tag` is to be
+/// rebuilt: exactly in that encoding and order, so the loaded value iterates,
+/// scans and picks as the written one did.
+fn layout_of(body: &[u8], tag: u8) -> Result<dump::Layout, SnapshotError> {
+    let layout = match (body.first().copied(), tag) {
+        (Some(dump::type_byte::SET), encoding::INTSET) => dump::Layout::Set(SetEncoding::Intset),
+        (Some(dump::type_byte::SET), encoding::LISTPACK) => {
+            dump::Layout::Set(SetEncoding::Listpack)
+        }
+        (Some(dump::type_byte::SET), encoding::HASHTABLE) => dump::Layout::Set(SetEncoding::Table),
+        (Some(dump::type_byte::HASH), encoding::LISTPACK) => dump::Layout::Hash { table: false },
+        (Some(dump::type_byte::HASH), encoding::HASHTABLE) => dump::Layout::Hash { table: true },
+        (Some(kind @ (dump::type_byte::SET | dump::type_byte::HASH)), other) => {
+            return Err(corrupt(format!("encoding {other} for value type {kind}")))
+        }
+        _ => dump::Layout::Loaded,
+    };
+    Ok(layout)
 }
 
 fn string_with_encoding(string: StringValue, tag: u8) -> Result<StringValue, SnapshotError> {
@@ -329,7 +364,8 @@ pub fn read_snapshot(
                 return Err(corrupt(format!("value of {body_length} bytes")));
             }
             reader.bytes(&mut body, body_length, "value")?;
-            let value = dump::decode_body(&body).map_err(|_| corrupt("undecodable value"))?;
+            let value = dump::decode_body_with_layout(&body, layout_of(&body, tag)?)
+                .map_err(|_| corrupt("undecodable value"))?;
             let value = with_encoding(value, tag)?;
             let expire_at_ms = (expire_at_ms != 0).then_some(expire_at_ms);
             db.restore_entry(&key, value, expire_at_ms, 0)
@@ -565,6 +601,43 @@ mod tests {
                         &["LPUSH", &key, &large, &value],
                     );
                 }
+                // Hashes: listpack, or a hashtable shuffled by deletions.
+                5 => {
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["HSET", &key, "f", &value, "n", "12"],
+                    );
+                    if index % 4 == 0 {
+                        for field in 0..140 {
+                            let field = format!("field{field}");
+                            run(&mut keyspace, &mut context, &["HSET", &key, &field, "v"]);
+                        }
+                        for field in (0..140).step_by(3) {
+                            let field = format!("field{field}");
+                            run(&mut keyspace, &mut context, &["HDEL", &key, &field]);
+                        }
+                    }
+                }
+                // Sets: intset, listpack, or a hashtable shuffled by removals.
+                6 => {
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(&mut keyspace, &mut context, &["SADD", &key, "3", "1", "2"]);
+                    if index % 3 == 0 {
+                        run(&mut keyspace, &mut context, &["SADD", &key, &value, "m"]);
+                    }
+                    if index % 4 == 0 {
+                        for member in 0..200 {
+                            let member = format!("member{member}");
+                            run(&mut keyspace, &mut context, &["SADD", &key, &member]);
+                        }
+                        for member in (0..200).step_by(3) {
+                            let member = format!("member{member}");
+                            run(&mut keyspace, &mut context, &["SREM", &key, &member]);
+                        }
+                    }
+                }
                 _ => {}
             }
             match rng.below(4) {
@@ -672,11 +745,153 @@ mod tests {
         assert_same_state(&original, &loaded);
     }
 
+    /// Hashes and sets come back in their encoding and storage order, so a
+    /// loaded replica scans, picks and pops exactly as the one it came from.
+    #[test]
+    fn hashes_and_sets_behave_identically_after_a_round_trip() {
+        let mut original = Keyspace::new(1, 5);
+        let mut context = Context::new(START_MS, 9);
+        for index in 0..300 {
+            let member = format!("m{index}");
+            run(&mut original, &mut context, &["SADD", "table-set", &member]);
+            run(
+                &mut original,
+                &mut context,
+                &["HSET", "table-hash", &member, "v"],
+            );
+        }
+        for index in (0..300).step_by(4) {
+            let member = format!("m{index}");
+            run(&mut original, &mut context, &["SREM", "table-set", &member]);
+            run(
+                &mut original,
+                &mut context,
+                &["HDEL", "table-hash", &member],
+            );
+        }
+        // A hashtable of integers only: a load by size alone would make it an
+        // intset and lose its order.
+        for index in 0..600 {
+            run(
+                &mut original,
+                &mut context,
+                &["SADD", "int-table", &index.to_string()],
+            );
+        }
+        for index in 0..590 {
+            run(
+                &mut original,
+                &mut context,
+                &["SREM", "int-table", &index.to_string()],
+            );
+        }
+        run(
+            &mut original,
+            &mut context,
+            &["SADD", "intset", "5", "1", "3"],
+        );
+        run(
+            &mut original,
+            &mut context,
+            &["SADD", "listpack-set", "b", "a", "7"],
+        );
+        run(
+            &mut original,
+            &mut context,
+            &["HSET", "listpack-hash", "b", "1", "a", "2"],
+        );
+        let mut loaded = load(&to_bytes(&original)).expect("loads");
+        assert_same_state(&original, &loaded);
+        for (key, encoding) in [
+            ("table-set", "hashtable"),
+            ("table-hash", "hashtable"),
+            ("int-table", "hashtable"),
+            ("intset", "intset"),
+            ("listpack-set", "listpack"),
+            ("listpack-hash", "listpack"),
+        ] {
+            let words = ["OBJECT", "ENCODING", key];
+            assert_eq!(
+                run(&mut loaded, &mut context, &words),
+                Frame::bulk(encoding.to_string()),
+                "{key}"
+            );
+        }
+        let mut first = Context::new(START_MS + 1, 77);
+        let mut second = Context::new(START_MS + 1, 77);
+        for words in [
+            &["SSCAN", "table-set", "0", "COUNT", "10"][..],
+            &["SSCAN", "table-set", "100", "COUNT", "10"],
+            &["SMEMBERS", "int-table"],
+            &["SRANDMEMBER", "table-set", "-5"],
+            &["SRANDMEMBER", "table-set", "5"],
+            &["SPOP", "table-set", "7"],
+            &["SPOP", "int-table"],
+            &["HSCAN", "table-hash", "0", "COUNT", "10"],
+            &["HRANDFIELD", "table-hash", "-4", "WITHVALUES"],
+            &["HKEYS", "table-hash"],
+            &["SMEMBERS", "listpack-set"],
+            &["HGETALL", "listpack-hash"],
+        ] {
+            assert_eq!(
+                run(&mut original, &mut first, words),
+                run(&mut loaded, &mut second, words),
+                "{words:?}"
+            );
+        }
+        assert_same_state(&original, &loaded);
+    }
+
+    #[test]
+    fn set_and_hash_encodings_must_fit_their_values() {
+        let set = Value::set(["b", "a"]);
+        let hash = Value::hash([("f", "v")]);
+        let ints = Value::set(["2", "1"]);
+        for (value, tag) in [
+            (&set, encoding::LISTPACK),
+            (&set, encoding::HASHTABLE),
+            (&hash, encoding::LISTPACK),
+            (&hash, encoding::HASHTABLE),
+            (&ints, encoding::INTSET),
+        ] {
+            let entry = value_entry_bytes(b"k", tag, value);
+            assert!(load(&sealed_db(4, 0, &entry, 1)).is_ok(), "{value:?} {tag}");
+        }
+        for (value, tag) in [
+            (&set, encoding::INTSET),
+            (&set, encoding::RAW),
+            (&hash, encoding::INTSET),
+            (&hash, encoding::QUICKLIST),
+        ] {
+            let entry = value_entry_bytes(b"k", tag, value);
+            assert!(
+                load(&sealed_db(4, 0, &entry, 1)).is_err(),
+                "{value:?} {tag}"
+            );
+        }
+        // An intset body out of order is refused.
+        let mut body = vec![dump::type_byte::SET];
+        dump::put_length(&mut body, 2);
+        for member in [b"2", b"1"] {
+            dump::put_length(&mut body, 1);
+            body.extend_from_slice(member);
+        }
+        let mut entry = Vec::new();
+        dump::put_length(&mut entry, 1);
+        entry.extend_from_slice(b"k");
+        entry.extend_from_slice(&0u64.to_le_bytes());
+        entry.push(encoding::INTSET);
+        dump::put_length(&mut entry, body.len() as u64);
+        entry.extend_from_slice(&body);
+        assert!(load(&sealed_db(4, 0, &entry, 1)).is_err());
+    }
+
     #[test]
     fn round_trips_keep_state_layout_and_behaviour() {
         let mut history_shaped_tables = 0;
         let mut moved_hash_keys = 0;
         let mut list_encodings = std::collections::BTreeSet::new();
+        let mut aggregate_encodings = std::collections::BTreeSet::new();
         for seed in 0..40 {
             assert_round_trip(seed);
             // The samples must exercise what a naive rebuild would get wrong.
@@ -686,6 +901,10 @@ mod tests {
                 for (_, entry) in db.entries() {
                     if entry.value.is_list() {
                         list_encodings.insert(entry.value.encoding_name());
+                    }
+                    if matches!(entry.value, Value::Hash(_) | Value::Set(_)) {
+                        aggregate_encodings
+                            .insert((entry.value.type_name(), entry.value.encoding_name()));
                     }
                 }
                 let natural = (db.len() as u64).next_power_of_two().max(4);
@@ -716,6 +935,11 @@ mod tests {
         assert!(history_shaped_tables > 0);
         assert!(moved_hash_keys > 0);
         assert_eq!(list_encodings.len(), 2, "{list_encodings:?}");
+        assert_eq!(
+            aggregate_encodings.len(),
+            5,
+            "hash and set encodings: {aggregate_encodings:?}"
+        );
     }
 
     #[test]

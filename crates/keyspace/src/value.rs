@@ -2,11 +2,15 @@
 //! Redis does and INCR on an integer string never reparses it. Lists are a deque
 //! of elements (short ones stored inline) that also keeps the size Redis's
 //! listpack of the same elements would have, so OBJECT ENCODING can answer
-//! `listpack` or `quicklist` exactly when Redis would.
+//! `listpack` or `quicklist` exactly when Redis would. Hashes and sets keep
+//! Redis's encodings too (`listpack`/`hashtable`; `intset`/`listpack`/
+//! `hashtable`), converting when Redis would.
 
 use bytes::Bytes;
 
+pub use crate::hash::HashValue;
 pub use crate::list::{End, ListElement, ListValue};
+pub use crate::set::SetValue;
 
 /// Longest string Redis stores as `embstr` (created whole, never modified).
 pub const EMBSTR_MAX_BYTES: usize = 44;
@@ -19,6 +23,8 @@ pub const INLINE_STRING_BYTES: usize = 22;
 pub enum Value {
     String(StringValue),
     List(ListValue),
+    Hash(HashValue),
+    Set(SetValue),
 }
 
 impl Value {
@@ -27,6 +33,8 @@ impl Value {
         match self {
             Value::String(_) => "string",
             Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
         }
     }
 
@@ -35,6 +43,8 @@ impl Value {
         match self {
             Value::String(string) => string.encoding_name(),
             Value::List(list) => list.encoding_name(),
+            Value::Hash(hash) => hash.encoding_name(),
+            Value::Set(set) => set.encoding_name(),
         }
     }
 
@@ -52,6 +62,28 @@ impl Value {
 
     pub fn is_list(&self) -> bool {
         matches!(self, Value::List(_))
+    }
+
+    /// A hash of `(field, value)` pairs, encoded as a load would encode it.
+    pub fn hash<F: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: impl IntoIterator<Item = (F, V)>) -> Value {
+        let pairs: Vec<(F, V)> = pairs.into_iter().collect();
+        Value::Hash(HashValue::from_pairs(
+            pairs
+                .iter()
+                .map(|(field, value)| (field.as_ref(), value.as_ref())),
+        ))
+    }
+
+    /// A set of `members` (duplicates count once), encoded as a load would
+    /// encode it.
+    pub fn set<T: AsRef<[u8]>>(members: impl IntoIterator<Item = T>) -> Value {
+        let mut unique: Vec<Vec<u8>> = Vec::new();
+        for member in members {
+            if !unique.iter().any(|seen| seen == member.as_ref()) {
+                unique.push(member.as_ref().to_vec());
+            }
+        }
+        Value::Set(SetValue::load(unique).expect("members are unique"))
     }
 }
 

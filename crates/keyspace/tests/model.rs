@@ -1,15 +1,16 @@
 //! Property test: random command sequences against the keyspace, compared reply by
 //! reply with a deliberately simple reference model (a BTreeMap of key -> value and
-//! optional expiry time, lists as a VecDeque), including time moving forward
-//! between commands.
+//! optional expiry time, lists as a VecDeque, hashes as a BTreeMap, sets as a
+//! BTreeSet), including time moving forward between commands.
 
 use bytes::Bytes;
 use keyspace::{commands, Context, Keyspace};
 use proptest::prelude::*;
 use resp::Frame;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 const KEYS: &[&str] = &["a", "b", "c", "{t}d"];
+const FIELDS: &[&str] = &["f", "g", "1", "-2", "h"];
 const VALUES: &[&str] = &[
     "1",
     "-5",
@@ -46,6 +47,62 @@ enum Operation {
     Ltrim(usize, i64, i64),
     Lmove(usize, usize, bool, bool),
     Type(usize),
+    Hset(usize, Vec<(usize, usize)>),
+    Hget(usize, usize),
+    Hdel(usize, Vec<usize>),
+    Hlen(usize),
+    Hgetall(usize),
+    Hincrby(usize, usize, i64),
+    Hexists(usize, usize),
+    Sadd(usize, Vec<usize>),
+    Srem(usize, Vec<usize>),
+    Scard(usize),
+    Sismember(usize, usize),
+    Smembers(usize),
+    Smove(usize, usize, usize),
+    /// SINTER, SUNION or SDIFF (0, 1, 2) of two keys, optionally stored.
+    SetAlgebra(u8, usize, usize, Option<usize>),
+    Spop(usize, usize),
+}
+
+/// Set members: the values and a few more integers (intset encodings).
+const MEMBERS: &[&str] = &["1", "-5", "x", "10", "007", "", "hello", "2", "3"];
+
+fn aggregate_operation() -> impl Strategy<Value = Operation> {
+    let key = 0..KEYS.len();
+    let field = 0..FIELDS.len();
+    let value = 0..VALUES.len();
+    let member = 0..MEMBERS.len();
+    prop_oneof![
+        (
+            key.clone(),
+            proptest::collection::vec((field.clone(), value), 1..4)
+        )
+            .prop_map(|(k, pairs)| Operation::Hset(k, pairs)),
+        (key.clone(), field.clone()).prop_map(|(k, f)| Operation::Hget(k, f)),
+        (key.clone(), proptest::collection::vec(field.clone(), 1..3))
+            .prop_map(|(k, fields)| Operation::Hdel(k, fields)),
+        key.clone().prop_map(Operation::Hlen),
+        key.clone().prop_map(Operation::Hgetall),
+        (key.clone(), field.clone(), -3i64..4).prop_map(|(k, f, n)| Operation::Hincrby(k, f, n)),
+        (key.clone(), field).prop_map(|(k, f)| Operation::Hexists(k, f)),
+        (key.clone(), proptest::collection::vec(member.clone(), 1..5))
+            .prop_map(|(k, members)| Operation::Sadd(k, members)),
+        (key.clone(), proptest::collection::vec(member.clone(), 1..3))
+            .prop_map(|(k, members)| Operation::Srem(k, members)),
+        key.clone().prop_map(Operation::Scard),
+        (key.clone(), member.clone()).prop_map(|(k, m)| Operation::Sismember(k, m)),
+        key.clone().prop_map(Operation::Smembers),
+        (key.clone(), key.clone(), member).prop_map(|(from, to, m)| Operation::Smove(from, to, m)),
+        (
+            0u8..3,
+            key.clone(),
+            key.clone(),
+            proptest::option::of(key.clone())
+        )
+            .prop_map(|(kind, a, b, store)| Operation::SetAlgebra(kind, a, b, store)),
+        (key, 0usize..4).prop_map(|(k, count)| Operation::Spop(k, count)),
+    ]
 }
 
 fn list_operation() -> impl Strategy<Value = Operation> {
@@ -93,16 +150,23 @@ fn operation() -> impl Strategy<Value = Operation> {
         (0u64..30).prop_map(Operation::Advance),
         list_operation(),
         list_operation(),
+        aggregate_operation(),
+        aggregate_operation(),
     ]
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// A hash in the model: field -> value.
+type ModelHash = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// A stored value in the model.
 #[derive(Clone)]
 enum Stored {
     String(Vec<u8>),
     List(VecDeque<Vec<u8>>),
+    Hash(ModelHash),
+    Set(BTreeSet<Vec<u8>>),
 }
 
 /// Redis's start/stop resolution over `length` elements (inclusive), if any.
@@ -190,7 +254,7 @@ impl Model {
                         data.extend(value(v));
                         Frame::Integer(data.len() as i64)
                     }
-                    Stored::List(_) => Frame::error(WRONGTYPE),
+                    _ => Frame::error(WRONGTYPE),
                 }
             }
             Operation::Strlen(k) => match self.keys.get(&key(k)) {
@@ -238,7 +302,30 @@ impl Model {
                 None => "none",
                 Some((Stored::String(_), _)) => "string",
                 Some((Stored::List(_), _)) => "list",
+                Some((Stored::Hash(_), _)) => "hash",
+                Some((Stored::Set(_), _)) => "set",
             }),
+            Operation::Hset(..)
+            | Operation::Hget(..)
+            | Operation::Hdel(..)
+            | Operation::Hlen(_)
+            | Operation::Hgetall(_)
+            | Operation::Hincrby(..)
+            | Operation::Hexists(..)
+            | Operation::Sadd(..)
+            | Operation::Srem(..)
+            | Operation::Scard(_)
+            | Operation::Sismember(..)
+            | Operation::Smembers(_)
+            | Operation::Smove(..)
+            | Operation::SetAlgebra(..) => {
+                let reply = match self.aggregate_reply(operation) {
+                    Ok(reply) | Err(reply) => reply,
+                };
+                self.drop_empty_aggregates();
+                reply
+            }
+            Operation::Spop(..) => unreachable!("checked against the reply"),
             _ => self.apply_list(operation),
         }
     }
@@ -257,6 +344,179 @@ impl Model {
         if matches!(self.keys.get(key), Some((Stored::List(list), _)) if list.is_empty()) {
             self.keys.remove(key);
         }
+    }
+
+    fn hash(&mut self, key: &[u8]) -> Result<Option<&mut ModelHash>, Frame> {
+        match self.keys.get_mut(key) {
+            None => Ok(None),
+            Some((Stored::Hash(hash), _)) => Ok(Some(hash)),
+            Some(_) => Err(Frame::error(WRONGTYPE)),
+        }
+    }
+
+    fn set(&mut self, key: &[u8]) -> Result<Option<&mut BTreeSet<Vec<u8>>>, Frame> {
+        match self.keys.get_mut(key) {
+            None => Ok(None),
+            Some((Stored::Set(set), _)) => Ok(Some(set)),
+            Some(_) => Err(Frame::error(WRONGTYPE)),
+        }
+    }
+
+    fn drop_empty_aggregates(&mut self) {
+        self.keys.retain(|_, (stored, _)| match stored {
+            Stored::Hash(hash) => !hash.is_empty(),
+            Stored::Set(set) => !set.is_empty(),
+            _ => true,
+        });
+    }
+
+    fn aggregate_reply(&mut self, operation: &Operation) -> Result<Frame, Frame> {
+        let key = |index: &usize| KEYS[*index].as_bytes().to_vec();
+        let field = |index: &usize| FIELDS[*index].as_bytes().to_vec();
+        let member = |index: &usize| MEMBERS[*index].as_bytes().to_vec();
+        Ok(match operation {
+            Operation::Hset(k, pairs) => {
+                if self.hash(&key(k))?.is_none() {
+                    self.keys
+                        .insert(key(k), (Stored::Hash(BTreeMap::new()), None));
+                }
+                let hash = self.hash(&key(k))?.expect("created");
+                let added = pairs
+                    .iter()
+                    .filter(|(f, v)| {
+                        hash.insert(field(f), VALUES[*v].as_bytes().to_vec())
+                            .is_none()
+                    })
+                    .count();
+                Frame::Integer(added as i64)
+            }
+            Operation::Hget(k, f) => match self.hash(&key(k))? {
+                Some(hash) => hash
+                    .get(&field(f))
+                    .map_or(Frame::Null, |value| Frame::bulk(value.clone())),
+                None => Frame::Null,
+            },
+            Operation::Hdel(k, fields) => match self.hash(&key(k))? {
+                Some(hash) => Frame::Integer(
+                    fields
+                        .iter()
+                        .filter(|f| hash.remove(&field(f)).is_some())
+                        .count() as i64,
+                ),
+                None => Frame::Integer(0),
+            },
+            Operation::Hlen(k) => {
+                Frame::Integer(self.hash(&key(k))?.map_or(0, |hash| hash.len() as i64))
+            }
+            Operation::Hgetall(k) => Frame::Map(
+                self.hash(&key(k))?
+                    .map(|hash| {
+                        hash.iter()
+                            .map(|(f, v)| (Frame::bulk(f.clone()), Frame::bulk(v.clone())))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            Operation::Hexists(k, f) => Frame::Integer(
+                self.hash(&key(k))?
+                    .is_some_and(|hash| hash.contains_key(&field(f))) as i64,
+            ),
+            Operation::Hincrby(k, f, by) => {
+                let current = match self.hash(&key(k))? {
+                    Some(hash) => hash.get(&field(f)).cloned(),
+                    None => None,
+                };
+                let number = match current {
+                    None => 0,
+                    Some(text) => {
+                        let parsed = std::str::from_utf8(&text)
+                            .ok()
+                            .and_then(|text| text.parse::<i64>().ok())
+                            .filter(|number| number.to_string().as_bytes() == text.as_slice());
+                        match parsed {
+                            Some(number) => number,
+                            None => return Err(Frame::error("ERR hash value is not an integer")),
+                        }
+                    }
+                };
+                let Some(sum) = number.checked_add(*by) else {
+                    return Err(Frame::error("ERR increment or decrement would overflow"));
+                };
+                if self.hash(&key(k))?.is_none() {
+                    self.keys
+                        .insert(key(k), (Stored::Hash(BTreeMap::new()), None));
+                }
+                let hash = self.hash(&key(k))?.expect("created");
+                hash.insert(field(f), sum.to_string().into_bytes());
+                Frame::Integer(sum)
+            }
+            Operation::Sadd(k, members) => {
+                if self.set(&key(k))?.is_none() {
+                    self.keys
+                        .insert(key(k), (Stored::Set(BTreeSet::new()), None));
+                }
+                let set = self.set(&key(k))?.expect("created");
+                Frame::Integer(members.iter().filter(|m| set.insert(member(m))).count() as i64)
+            }
+            Operation::Srem(k, members) => match self.set(&key(k))? {
+                Some(set) => {
+                    Frame::Integer(members.iter().filter(|m| set.remove(&member(m))).count() as i64)
+                }
+                None => Frame::Integer(0),
+            },
+            Operation::Scard(k) => {
+                Frame::Integer(self.set(&key(k))?.map_or(0, |set| set.len() as i64))
+            }
+            Operation::Sismember(k, m) => Frame::Integer(
+                self.set(&key(k))?
+                    .is_some_and(|set| set.contains(&member(m))) as i64,
+            ),
+            Operation::Smembers(k) => Frame::Set(
+                self.set(&key(k))?
+                    .map(|set| set.iter().map(|m| Frame::bulk(m.clone())).collect())
+                    .unwrap_or_default(),
+            ),
+            Operation::Smove(from, to, m) => {
+                if self.set(&key(from))?.is_none() {
+                    return Ok(Frame::Integer(0));
+                }
+                self.set(&key(to))?;
+                let source = self.set(&key(from))?.expect("checked");
+                if !source.remove(&member(m)) {
+                    return Ok(Frame::Integer(0));
+                }
+                // Into the destination (the same set when the keys match).
+                if self.set(&key(to))?.is_none() {
+                    self.keys
+                        .insert(key(to), (Stored::Set(BTreeSet::new()), None));
+                }
+                self.set(&key(to))?.expect("created").insert(member(m));
+                Frame::Integer(1)
+            }
+            Operation::SetAlgebra(kind, a, b, store) => {
+                let first = self.set(&key(a))?.cloned();
+                let second = self.set(&key(b))?.cloned();
+                let (first, second) = (first.unwrap_or_default(), second.unwrap_or_default());
+                let result: BTreeSet<Vec<u8>> = match kind {
+                    0 => first.intersection(&second).cloned().collect(),
+                    1 => first.union(&second).cloned().collect(),
+                    _ => first.difference(&second).cloned().collect(),
+                };
+                match store {
+                    None => Frame::Set(result.iter().map(|m| Frame::bulk(m.clone())).collect()),
+                    Some(destination) => {
+                        let size = result.len();
+                        self.keys.remove(&key(destination));
+                        if size > 0 {
+                            self.keys
+                                .insert(key(destination), (Stored::Set(result), None));
+                        }
+                        Frame::Integer(size as i64)
+                    }
+                }
+            }
+            _ => unreachable!("not a hash or set operation"),
+        })
     }
 
     fn apply_list(&mut self, operation: &Operation) -> Frame {
@@ -448,6 +708,50 @@ fn words(operation: &Operation) -> Option<Vec<String>> {
             if *right { "RIGHT" } else { "LEFT" }.into(),
         ],
         Operation::Type(k) => vec!["TYPE".into(), key(k)],
+        Operation::Hset(k, pairs) => {
+            let mut words = vec!["HSET".into(), key(k)];
+            for (f, v) in pairs {
+                words.push(FIELDS[*f].into());
+                words.push(value(v));
+            }
+            words
+        }
+        Operation::Hget(k, f) => vec!["HGET".into(), key(k), FIELDS[*f].into()],
+        Operation::Hdel(k, fields) => {
+            let mut words = vec!["HDEL".into(), key(k)];
+            words.extend(fields.iter().map(|f| FIELDS[*f].to_string()));
+            words
+        }
+        Operation::Hlen(k) => vec!["HLEN".into(), key(k)],
+        Operation::Hgetall(k) => vec!["HGETALL".into(), key(k)],
+        Operation::Hincrby(k, f, by) => {
+            vec!["HINCRBY".into(), key(k), FIELDS[*f].into(), by.to_string()]
+        }
+        Operation::Hexists(k, f) => vec!["HEXISTS".into(), key(k), FIELDS[*f].into()],
+        Operation::Sadd(k, members) | Operation::Srem(k, members) => {
+            let name = if matches!(operation, Operation::Sadd(..)) {
+                "SADD"
+            } else {
+                "SREM"
+            };
+            let mut words = vec![name.into(), key(k)];
+            words.extend(members.iter().map(|m| MEMBERS[*m].to_string()));
+            words
+        }
+        Operation::Scard(k) => vec!["SCARD".into(), key(k)],
+        Operation::Sismember(k, m) => vec!["SISMEMBER".into(), key(k), MEMBERS[*m].into()],
+        Operation::Smembers(k) => vec!["SMEMBERS".into(), key(k)],
+        Operation::Smove(from, to, m) => {
+            vec!["SMOVE".into(), key(from), key(to), MEMBERS[*m].into()]
+        }
+        Operation::SetAlgebra(kind, a, b, store) => {
+            let name = ["SINTER", "SUNION", "SDIFF"][*kind as usize];
+            match store {
+                None => vec![name.into(), key(a), key(b)],
+                Some(destination) => vec![format!("{name}STORE"), key(destination), key(a), key(b)],
+            }
+        }
+        Operation::Spop(k, count) => vec!["SPOP".into(), key(k), count.to_string()],
     })
 }
 
@@ -457,7 +761,54 @@ fn sorted(frame: Frame) -> Frame {
             items.sort_by(|left, right| left.as_bytes().cmp(&right.as_bytes()));
             Frame::Array(items)
         }
+        Frame::Set(mut items) => {
+            items.sort_by(|left, right| left.as_bytes().cmp(&right.as_bytes()));
+            Frame::Set(items)
+        }
+        Frame::Map(mut pairs) => {
+            pairs.sort_by(|left, right| left.0.as_bytes().cmp(&right.0.as_bytes()));
+            Frame::Map(pairs)
+        }
         other => other,
+    }
+}
+
+impl Model {
+    /// SPOP with a count: the reply is random, so it is checked for what it
+    /// must be (distinct members of the set, as many as asked for or all) and
+    /// the model then removes exactly those members.
+    fn check_spop(&mut self, k: usize, count: usize, reply: &Frame) -> Result<(), String> {
+        self.purge();
+        let key = KEYS[k].as_bytes().to_vec();
+        let set = match self.keys.get_mut(&key) {
+            None => {
+                return (reply == &Frame::Set(Vec::new()))
+                    .then_some(())
+                    .ok_or(format!("{reply:?} from a missing key"))
+            }
+            Some((Stored::Set(set), _)) => set,
+            Some(_) => {
+                return (reply == &Frame::error(WRONGTYPE))
+                    .then_some(())
+                    .ok_or(format!("{reply:?} for another type"))
+            }
+        };
+        let Frame::Set(items) = reply else {
+            return Err(format!("{reply:?} is not a set"));
+        };
+        if items.len() != count.min(set.len()) {
+            return Err(format!("{} members popped of {}", items.len(), set.len()));
+        }
+        for item in items {
+            let member = item.as_bytes().ok_or("not a bulk")?.to_vec();
+            if !set.remove(&member) {
+                return Err(format!("{member:?} popped twice or never there"));
+            }
+        }
+        if set.is_empty() {
+            self.keys.remove(&key);
+        }
+        Ok(())
     }
 }
 
@@ -469,6 +820,18 @@ proptest! {
         let mut model = Model { now_ms: 1_000_000, ..Model::default() };
         let mut context = Context::new(model.now_ms, seed);
         for (step, operation) in operations.iter().enumerate() {
+            if let Operation::Spop(k, count) = operation {
+                let arguments: Vec<Bytes> = words(operation)
+                    .expect("a command")
+                    .into_iter()
+                    .map(Bytes::from)
+                    .collect();
+                let spec = commands::resolve(&arguments).expect("known command");
+                let actual = keyspace.execute(spec, &mut context, &arguments);
+                let checked = model.check_spop(*k, *count, &actual);
+                prop_assert!(checked.is_ok(), "step {} {:?}: {:?}", step, operation, checked);
+                continue;
+            }
             let expected = model.apply(operation);
             let Some(words) = words(operation) else {
                 context.now_ms = model.now_ms;
@@ -479,8 +842,16 @@ proptest! {
             let arguments: Vec<Bytes> = words.iter().map(|word| Bytes::from(word.clone())).collect();
             let spec = commands::resolve(&arguments).expect("known command");
             let actual = keyspace.execute(spec, &mut context, &arguments);
-            // KEYS answers in table order; everything else in a defined order.
-            let (actual, expected) = if matches!(operation, Operation::Keys) {
+            // KEYS, HGETALL and the set replies answer in storage order;
+            // everything else in a defined order.
+            let unordered = matches!(
+                operation,
+                Operation::Keys
+                    | Operation::Hgetall(_)
+                    | Operation::Smembers(_)
+                    | Operation::SetAlgebra(_, _, _, None)
+            );
+            let (actual, expected) = if unordered {
                 (sorted(actual), sorted(expected))
             } else {
                 (actual, expected)

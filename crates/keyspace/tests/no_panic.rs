@@ -77,6 +77,12 @@ const WORDS: &[&str] = &[
     "0.001",
     "1e-3",
     "0x1p-3",
+    "WITHVALUES",
+    "LIMIT",
+    "NOVALUES",
+    "f",
+    "4611686018427387904",
+    "-4611686018427387905",
 ];
 
 fn command_names() -> Vec<String> {
@@ -122,12 +128,16 @@ proptest! {
                     prop_assert!(!block.keys.is_empty());
                 }
             }
-            // Lists are never left empty.
+            // Lists, hashes and sets are never left empty.
             for db in keyspace.dbs() {
                 for (key, entry) in db.entries() {
-                    if let Value::List(list) = &entry.value {
-                        prop_assert!(!list.is_empty(), "{:?} is an empty list", key);
-                    }
+                    let empty = match &entry.value {
+                        Value::List(list) => list.is_empty(),
+                        Value::Hash(hash) => hash.is_empty(),
+                        Value::Set(set) => set.is_empty(),
+                        Value::String(_) => false,
+                    };
+                    prop_assert!(!empty, "{:?} is an empty {}", key, entry.value.type_name());
                 }
             }
             context.now_ms += 7;

@@ -752,7 +752,7 @@ fn keys(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 /// A SCAN cursor as Redis reads it with `strtoul`: optional sign (a minus negates
 /// modulo 2^64), decimal digits, nothing else, no leading space, no overflow. An
 /// empty argument is cursor 0, as in Redis.
-fn parse_cursor(argument: &[u8]) -> Option<u64> {
+pub(super) fn parse_cursor(argument: &[u8]) -> Option<u64> {
     if argument.is_empty() {
         return Some(0);
     }

@@ -1,9 +1,11 @@
 //! The command table, assembled from one slice per command family, and command
 //! resolution (name, subcommand, arity) with Redis's error texts.
 
+pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod server;
+pub mod sets;
 pub mod strings;
 
 use crate::command::CommandSpec;
@@ -16,6 +18,8 @@ use std::sync::OnceLock;
 pub const FAMILIES: &[&[CommandSpec]] = &[
     strings::COMMANDS,
     lists::COMMANDS,
+    hashes::COMMANDS,
+    sets::COMMANDS,
     keys::COMMANDS,
     server::COMMANDS,
 ];
