@@ -1,7 +1,8 @@
 //! A counting wrapper around the system allocator, so INFO memory can report
 //! `used_memory` as Redis does (bytes currently allocated by the process).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use mimalloc::MiMalloc as System;
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 pub struct CountingAllocator;

@@ -21,7 +21,7 @@ use openraft::error::{
     ClientWriteError, ForwardReason, ForwardToLeader, LinearizableReadError, RaftError,
 };
 use openraft::raft::linearizable_read::LinearizerOption;
-use replication::state_machine::lock;
+use replication::state_machine::{lock, ShardState};
 use replication::{Op, Request, TypeConfig};
 use resp::{encode, Frame, Protocol, RequestParser};
 use std::sync::atomic::Ordering;
@@ -196,14 +196,41 @@ async fn run(
                     if read_checked.is_none() {
                         read_checked = Some(check_read(replica, session).await);
                     }
-                    let reply = match read_checked.as_ref() {
-                        Some(Ok(())) => read(replica, session, spec, &arguments),
-                        Some(Err(refusal)) => refusal
-                            .reply(spec, &arguments)
-                            .unwrap_or_else(|| read(replica, session, spec, &arguments)),
-                        None => unreachable_reply(),
-                    };
-                    session.reply(output, &reply);
+                    match read_checked.as_ref() {
+                        Some(Ok(())) => {
+                            // This read and the plain reads right behind it run
+                            // under one lock of the applied state.
+                            let mut state = lock(&replica.group.state);
+                            let now_ms = clock::unix_ms().max(state.log_time_ms);
+                            let reply = read(&mut state, now_ms, session, spec, &arguments);
+                            session.reply(output, &reply);
+                            while let Some((_, Ok(next))) = requests.peek() {
+                                if !matches!(next.handler, Handler::Keyspace(_)) || next.is_write()
+                                {
+                                    break;
+                                }
+                                if !session.authenticated && shared.config().requirepass().is_some()
+                                {
+                                    break;
+                                }
+                                let Some((arguments, Ok(next))) = requests.next() else {
+                                    break;
+                                };
+                                session.note_command(next.name);
+                                let reply = read(&mut state, now_ms, session, next, &arguments);
+                                session.reply(output, &reply);
+                            }
+                        }
+                        Some(Err(refusal)) => {
+                            let reply = refusal.reply(spec, &arguments).unwrap_or_else(|| {
+                                let mut state = lock(&replica.group.state);
+                                let now_ms = clock::unix_ms().max(state.log_time_ms);
+                                read(&mut state, now_ms, session, spec, &arguments)
+                            });
+                            session.reply(output, &reply);
+                        }
+                        None => session.reply(output, &unreachable_reply()),
+                    }
                 }
             }
         }
@@ -269,9 +296,13 @@ async fn check_read(replica: &Replica, session: &Session) -> Result<(), ReadRefu
 }
 
 /// Runs a read-only command against the applied state without changing it.
-fn read(replica: &Replica, session: &Session, spec: &CommandSpec, arguments: &[Bytes]) -> Frame {
-    let mut state = lock(&replica.group.state);
-    let now_ms = clock::unix_ms().max(state.log_time_ms);
+fn read(
+    state: &mut ShardState,
+    now_ms: u64,
+    session: &Session,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+) -> Frame {
     let mut context = Context::new(now_ms, state.rng.next_u64());
     context.db = session.db;
     context.protocol = session.protocol;

@@ -156,9 +156,26 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             let mut context = Context::new(now_ms, request.seed);
             context.db = (*db as usize).min(state.keyspace.dbs().len().saturating_sub(1));
             context.protocol = request.protocol();
+            let resolved: Vec<_> = commands
+                .iter()
+                .map(|arguments| keyspace::commands::resolve(arguments))
+                .collect();
+            if commands.len() > 1 {
+                // Request the memory of every command's first key at once: the
+                // loads overlap instead of missing the cache one by one.
+                let first_keys = commands
+                    .iter()
+                    .zip(&resolved)
+                    .filter_map(|(arguments, spec)| {
+                        let (first, _, _) = spec.as_ref().ok()?.legacy_key_range();
+                        let first = usize::try_from(first).ok().filter(|first| *first > 0)?;
+                        arguments.get(first).map(|key| &key[..])
+                    });
+                state.keyspace.prefetch(context.db, first_keys);
+            }
             let mut replies = Vec::with_capacity(commands.len());
-            for arguments in commands {
-                let reply = match keyspace::commands::resolve(arguments) {
+            for (arguments, resolved) in commands.iter().zip(resolved) {
+                let reply = match resolved {
                     Ok(spec) => state.keyspace.execute(spec, &mut context, arguments),
                     Err(error) => error,
                 };
