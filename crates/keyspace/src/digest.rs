@@ -185,7 +185,32 @@ fn rdb_value_length(value: &Value) -> usize {
                 .sum();
             rdb_length_prefix(nodes.len() as u64) + node_bytes
         }
+        // A listpack is saved as one string; a skiplist as the count, then each
+        // member as a string and its score as a binary double.
+        Value::ZSet(zset) if zset.is_skiplist() => {
+            rdb_length_prefix(zset.len() as u64)
+                + zset
+                    .iter()
+                    .map(|entry| rdb_string_length(entry.member()) + 8)
+                    .sum::<usize>()
+        }
+        Value::ZSet(zset) => {
+            let size = zset_listpack_bytes(zset);
+            rdb_length_prefix(size as u64) + size
+        }
     }
+}
+
+/// Bytes Redis's listpack of this sorted set takes: the header and end byte,
+/// then each member and its score (as `d2string` prints it) as entries.
+fn zset_listpack_bytes(zset: &crate::value::ZSetValue) -> usize {
+    7 + zset
+        .iter()
+        .map(|entry| {
+            crate::list::entry_bytes(entry.member())
+                + crate::list::entry_bytes(resp::format_double(entry.score).as_bytes())
+        })
+        .sum::<usize>()
 }
 
 fn rdb_string_length(data: &[u8]) -> usize {

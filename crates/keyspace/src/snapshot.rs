@@ -16,7 +16,8 @@
 //!         key                         varint length + bytes
 //!         expire_at_ms                u64 LE (0 = no TTL)
 //!         encoding                    u8 (strings: 0 int, 1 embstr, 2 raw;
-//!                                     lists: 3 listpack, 4 quicklist)
+//!                                     lists: 3 listpack, 4 quicklist;
+//!                                     sorted sets: 20 listpack, 21 skiplist)
 //!         value                       varint length + the DUMP body (dump.rs:
 //!                                     type byte + serialized value)
 //! end marker                          0xFF
@@ -66,6 +67,9 @@ mod encoding {
     pub const RAW: u8 = 2;
     pub const LISTPACK: u8 = 3;
     pub const QUICKLIST: u8 = 4;
+    /// Sorted sets (numbered apart from the other types' encodings).
+    pub const ZSET_LISTPACK: u8 = 20;
+    pub const ZSET_SKIPLIST: u8 = 21;
 }
 
 /// Most databases a snapshot may hold.
@@ -222,6 +226,8 @@ fn encoding_of(value: &Value) -> u8 {
         Value::String(StringValue::Bytes { raw: true, .. }) => encoding::RAW,
         Value::List(list) if list.is_quicklist() => encoding::QUICKLIST,
         Value::List(_) => encoding::LISTPACK,
+        Value::ZSet(zset) if zset.is_skiplist() => encoding::ZSET_SKIPLIST,
+        Value::ZSet(_) => encoding::ZSET_LISTPACK,
     }
 }
 
@@ -237,6 +243,18 @@ fn with_encoding(value: Value, tag: u8) -> Result<Value, SnapshotError> {
                 other => return Err(corrupt(format!("encoding {other} for a list"))),
             }
             Ok(Value::List(list))
+        }
+        Value::ZSet(mut zset) => {
+            match tag {
+                // A set too large for a listpack cannot have been one.
+                encoding::ZSET_LISTPACK if zset.is_skiplist() => {
+                    return Err(corrupt("a listpack sorted set past the listpack limits"))
+                }
+                encoding::ZSET_LISTPACK => {}
+                encoding::ZSET_SKIPLIST => zset.convert_to_skiplist(),
+                other => return Err(corrupt(format!("encoding {other} for a sorted set"))),
+            }
+            Ok(Value::ZSet(zset))
         }
     }
 }

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 
 pub use crate::list::{End, ListElement, ListValue};
+pub use crate::zset::ZSetValue;
 
 /// Longest string Redis stores as `embstr` (created whole, never modified).
 pub const EMBSTR_MAX_BYTES: usize = 44;
@@ -19,6 +20,7 @@ pub const INLINE_STRING_BYTES: usize = 22;
 pub enum Value {
     String(StringValue),
     List(ListValue),
+    ZSet(ZSetValue),
 }
 
 impl Value {
@@ -27,6 +29,7 @@ impl Value {
         match self {
             Value::String(_) => "string",
             Value::List(_) => "list",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -35,6 +38,7 @@ impl Value {
         match self {
             Value::String(string) => string.encoding_name(),
             Value::List(list) => list.encoding_name(),
+            Value::ZSet(zset) => zset.encoding_name(),
         }
     }
 
@@ -52,6 +56,25 @@ impl Value {
 
     pub fn is_list(&self) -> bool {
         matches!(self, Value::List(_))
+    }
+
+    /// A sorted set of `(score, member)` pairs (scores not NaN, members unique).
+    pub fn zset<T: AsRef<[u8]>>(entries: impl IntoIterator<Item = (f64, T)>) -> Value {
+        let entries = entries
+            .into_iter()
+            .map(|(score, member)| crate::zset::Entry::new(score, member.as_ref()))
+            .collect();
+        Value::ZSet(ZSetValue::from_entries(entries).unwrap_or_default())
+    }
+
+    pub fn is_zset(&self) -> bool {
+        matches!(self, Value::ZSet(_))
+    }
+
+    /// Whether storing this value under a key may serve clients blocked on it
+    /// (lists and sorted sets; see [`crate::BlockOn`]).
+    pub fn can_serve_blocked(&self) -> bool {
+        matches!(self, Value::List(_) | Value::ZSet(_))
     }
 }
 
