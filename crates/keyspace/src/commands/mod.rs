@@ -5,6 +5,7 @@ pub mod keys;
 pub mod lists;
 pub mod server;
 pub mod strings;
+pub mod zsets;
 
 use crate::command::CommandSpec;
 use crate::errors;
@@ -16,6 +17,7 @@ use std::sync::OnceLock;
 pub const FAMILIES: &[&[CommandSpec]] = &[
     strings::COMMANDS,
     lists::COMMANDS,
+    zsets::COMMANDS,
     keys::COMMANDS,
     server::COMMANDS,
 ];
