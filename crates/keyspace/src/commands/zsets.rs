@@ -2125,3 +2125,1332 @@ fn zscan(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
         Frame::Array(items),
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::Harness;
+
+    /// Runs a command and answers its reply as it goes on the wire in `protocol`.
+    fn wire_in(h: &mut Harness, protocol: Protocol, words: &[&str]) -> String {
+        h.context.protocol = protocol;
+        let reply = h.run(words);
+        h.context.protocol = Protocol::Resp2;
+        let mut out = bytes::BytesMut::new();
+        resp::encode(&reply, protocol, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn resp2(h: &mut Harness, words: &[&str]) -> String {
+        wire_in(h, Protocol::Resp2, words)
+    }
+
+    fn resp3(h: &mut Harness, words: &[&str]) -> String {
+        wire_in(h, Protocol::Resp3, words)
+    }
+
+    /// A RESP2 array of bulk strings.
+    fn bulks(items: &[&str]) -> String {
+        let mut out = format!("*{}\r\n", items.len());
+        for item in items {
+            out.push_str(&format!("${}\r\n{item}\r\n", item.len()));
+        }
+        out
+    }
+
+    fn err(text: &str) -> String {
+        format!("-{text}\r\n")
+    }
+
+    fn int(value: i64) -> String {
+        format!(":{value}\r\n")
+    }
+
+    const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    const SYNTAX: &str = "ERR syntax error";
+    const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+    const NOT_FLOAT: &str = "ERR value is not a valid float";
+
+    fn sample(h: &mut Harness) {
+        h.run(&[
+            "ZADD", "z", "1", "a", "2", "b", "3", "c", "3", "cc", "-inf", "low",
+        ]);
+    }
+
+    // ---- Table ---------------------------------------------------------------------
+
+    #[test]
+    fn table_rows_match_redis() {
+        let spec = |name: &str| crate::commands::lookup(name.as_bytes()).unwrap();
+        for (name, arity, range) in [
+            ("zadd", -4, (1, 1, 1)),
+            ("zincrby", 4, (1, 1, 1)),
+            ("zrem", -3, (1, 1, 1)),
+            ("zcard", 2, (1, 1, 1)),
+            ("zscore", 3, (1, 1, 1)),
+            ("zmscore", -3, (1, 1, 1)),
+            ("zrank", -3, (1, 1, 1)),
+            ("zrevrank", -3, (1, 1, 1)),
+            ("zrange", -4, (1, 1, 1)),
+            ("zrangestore", -5, (1, 2, 1)),
+            ("zrangebyscore", -4, (1, 1, 1)),
+            ("zrevrangebyscore", -4, (1, 1, 1)),
+            ("zrangebylex", -4, (1, 1, 1)),
+            ("zrevrangebylex", -4, (1, 1, 1)),
+            ("zrevrange", -4, (1, 1, 1)),
+            ("zcount", 4, (1, 1, 1)),
+            ("zlexcount", 4, (1, 1, 1)),
+            ("zremrangebyscore", 4, (1, 1, 1)),
+            ("zremrangebyrank", 4, (1, 1, 1)),
+            ("zremrangebylex", 4, (1, 1, 1)),
+            ("zpopmin", -2, (1, 1, 1)),
+            ("zpopmax", -2, (1, 1, 1)),
+            ("bzpopmin", -3, (1, -2, 1)),
+            ("bzpopmax", -3, (1, -2, 1)),
+            ("zmpop", -4, (0, 0, 0)),
+            ("bzmpop", -5, (0, 0, 0)),
+            ("zunion", -3, (0, 0, 0)),
+            ("zinter", -3, (0, 0, 0)),
+            ("zdiff", -3, (0, 0, 0)),
+            ("zunionstore", -4, (1, 1, 1)),
+            ("zinterstore", -4, (1, 1, 1)),
+            ("zdiffstore", -4, (1, 1, 1)),
+            ("zintercard", -3, (0, 0, 0)),
+            ("zrandmember", -2, (1, 1, 1)),
+            ("zscan", -3, (1, 1, 1)),
+        ] {
+            assert_eq!(spec(name).arity, arity, "{name}");
+            assert_eq!(spec(name).legacy_key_range(), range, "{name}");
+            assert_eq!(spec(name).group, "sorted_set", "{name}");
+            assert!(spec(name).categories.contains(&"sortedset"), "{name}");
+        }
+        for name in ["bzpopmin", "bzpopmax", "bzmpop"] {
+            assert!(spec(name).has(BLOCKING), "{name}");
+        }
+        assert!(spec("zadd").is_write() && !spec("zrange").is_write());
+        assert!(spec("zrangestore").is_write() && spec("zunionstore").is_write());
+        let keys = |words: &[&str]| {
+            let arguments: Vec<Bytes> = words.iter().map(|w| Bytes::from(w.to_string())).collect();
+            spec(words[0]).key_positions(&arguments).unwrap()
+        };
+        assert_eq!(
+            keys(&["zunionstore", "d", "2", "a", "b", "WEIGHTS", "1", "2"]),
+            [1, 3, 4]
+        );
+        assert_eq!(keys(&["zinter", "2", "a", "b"]), [2, 3]);
+        assert_eq!(keys(&["bzmpop", "0", "2", "a", "b", "MIN"]), [3, 4]);
+        assert_eq!(keys(&["zrangestore", "d", "s", "0", "-1"]), [1, 2]);
+    }
+
+    // ---- ZADD, ZINCRBY ----------------------------------------------------------------
+
+    #[test]
+    fn zadd_options_and_replies() {
+        let mut h = Harness::new();
+        assert_eq!(resp2(&mut h, &["ZADD", "z", "1", "a", "2", "b"]), int(2));
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "1", "a", "5", "b", "3", "c"]),
+            int(1)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "CH", "1", "a", "6", "b", "4", "d"]),
+            int(2)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "NX", "9", "a", "9", "e"]),
+            int(1)
+        );
+        assert_eq!(resp2(&mut h, &["ZSCORE", "z", "a"]), "$1\r\n1\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "XX", "CH", "7", "a", "7", "new"]),
+            int(1)
+        );
+        assert_eq!(resp2(&mut h, &["ZSCORE", "z", "new"]), "$-1\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "GT", "CH", "1", "a", "8", "b"]),
+            int(1)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "LT", "CH", "100", "a", "0.5", "b"]),
+            int(1)
+        );
+        // GT/LT still add new members.
+        assert_eq!(resp2(&mut h, &["ZADD", "z", "GT", "1", "fresh"]), int(1));
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+            bulks(&["b", "0.5", "fresh", "1", "c", "3", "d", "4", "a", "7", "e", "9"])
+        );
+        assert_eq!(resp2(&mut h, &["ZADD", "z", "XX", "1", "nope"]), int(0));
+        assert_eq!(resp2(&mut h, &["ZADD", "missing", "XX", "1", "a"]), int(0));
+        assert_eq!(resp2(&mut h, &["EXISTS", "missing"]), int(0));
+        assert_eq!(resp2(&mut h, &["TYPE", "z"]), "+zset\r\n");
+        assert_eq!(
+            resp2(&mut h, &["OBJECT", "ENCODING", "z"]),
+            "$8\r\nlistpack\r\n"
+        );
+    }
+
+    #[test]
+    fn zadd_errors_in_redis_order() {
+        let mut h = Harness::new();
+        h.set("s", "v");
+        for (words, expected) in [
+            (
+                &["ZADD", "z", "1"][..],
+                "ERR wrong number of arguments for 'zadd' command",
+            ),
+            (&["ZADD", "z", "NX", "XX"], SYNTAX),
+            (&["ZADD", "z", "1", "a", "2"], SYNTAX),
+            (
+                &["ZADD", "z", "NX", "XX", "1", "a"],
+                "ERR XX and NX options at the same time are not compatible",
+            ),
+            (
+                &["ZADD", "z", "NX", "GT", "1", "a"],
+                "ERR GT, LT, and/or NX options at the same time are not compatible",
+            ),
+            (
+                &["ZADD", "z", "GT", "LT", "1", "a"],
+                "ERR GT, LT, and/or NX options at the same time are not compatible",
+            ),
+            (
+                &["ZADD", "z", "INCR", "1", "a", "2", "b"],
+                "ERR INCR option supports a single increment-element pair",
+            ),
+            (&["ZADD", "z", "1", "a", "x", "b"], NOT_FLOAT),
+            (&["ZADD", "z", "nan", "a"], NOT_FLOAT),
+            (&["ZADD", "z", " 1", "a"], NOT_FLOAT),
+            (&["ZADD", "z", "1e400", "a"], NOT_FLOAT),
+            (&["ZADD", "z", "", "a"], NOT_FLOAT),
+            // Scores are checked before the type.
+            (&["ZADD", "s", "x", "a"], NOT_FLOAT),
+            (&["ZADD", "s", "1", "a"], WRONGTYPE),
+            (&["ZINCRBY", "s", "1", "a"], WRONGTYPE),
+            (&["ZINCRBY", "z", "one", "a"], NOT_FLOAT),
+        ] {
+            assert_eq!(resp2(&mut h, words), err(expected), "{words:?}");
+        }
+        assert_eq!(resp2(&mut h, &["EXISTS", "z"]), int(0));
+        // Accepted spellings.
+        assert_eq!(
+            resp2(
+                &mut h,
+                &[
+                    "ZADD",
+                    "z",
+                    "+inf",
+                    "a",
+                    "-Infinity",
+                    "b",
+                    "1E2",
+                    "c",
+                    ".5",
+                    "d"
+                ]
+            ),
+            int(4)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+            bulks(&["b", "-inf", "d", "0.5", "c", "100", "a", "inf"])
+        );
+    }
+
+    #[test]
+    fn incr_and_zincrby() {
+        let mut h = Harness::new();
+        assert_eq!(
+            resp2(&mut h, &["ZINCRBY", "z", "2.5", "a"]),
+            "$3\r\n2.5\r\n"
+        );
+        assert_eq!(resp3(&mut h, &["ZINCRBY", "z", "0.1", "a"]), ",2.6\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "INCR", "1", "a"]),
+            "$3\r\n3.6\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "NX", "INCR", "1", "a"]),
+            "$-1\r\n"
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZADD", "z", "XX", "INCR", "1", "b"]),
+            "_\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "GT", "INCR", "-1", "a"]),
+            "$-1\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZADD", "z", "LT", "INCR", "-1", "a"]),
+            "$3\r\n2.6\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZINCRBY", "z", "+inf", "a"]),
+            "$3\r\ninf\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZINCRBY", "z", "-inf", "a"]),
+            err("ERR resulting score is not a number (NaN)")
+        );
+        assert_eq!(resp2(&mut h, &["ZSCORE", "z", "a"]), "$3\r\ninf\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZINCRBY", "z", "1", "a", "b"]),
+            err("ERR wrong number of arguments for 'zincrby' command")
+        );
+    }
+
+    // ---- Reads --------------------------------------------------------------------------
+
+    #[test]
+    fn scores_ranks_and_cards_in_both_protocols() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        assert_eq!(resp2(&mut h, &["ZCARD", "z"]), int(5));
+        assert_eq!(resp2(&mut h, &["ZCARD", "missing"]), int(0));
+        assert_eq!(resp2(&mut h, &["ZSCORE", "z", "low"]), "$4\r\n-inf\r\n");
+        assert_eq!(resp3(&mut h, &["ZSCORE", "z", "c"]), ",3\r\n");
+        assert_eq!(resp3(&mut h, &["ZSCORE", "z", "nope"]), "_\r\n");
+        assert_eq!(resp3(&mut h, &["ZSCORE", "missing", "a"]), "_\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZMSCORE", "z", "a", "nope", "b"]),
+            "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n"
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZMSCORE", "z", "a", "nope"]),
+            "*2\r\n,1\r\n_\r\n"
+        );
+        assert_eq!(resp2(&mut h, &["ZMSCORE", "missing", "a"]), "*1\r\n$-1\r\n");
+        assert_eq!(resp2(&mut h, &["ZRANK", "z", "low"]), int(0));
+        assert_eq!(resp2(&mut h, &["ZRANK", "z", "cc"]), int(4));
+        assert_eq!(resp2(&mut h, &["ZREVRANK", "z", "cc"]), int(0));
+        assert_eq!(resp2(&mut h, &["ZRANK", "z", "nope"]), "$-1\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZRANK", "z", "b", "WITHSCORE"]),
+            "*2\r\n:2\r\n$1\r\n2\r\n"
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZREVRANK", "z", "b", "withscore"]),
+            "*2\r\n:2\r\n,2\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANK", "z", "nope", "WITHSCORE"]),
+            "*-1\r\n"
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZRANK", "missing", "a", "WITHSCORE"]),
+            "_\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANK", "z", "a", "WITHSCORES"]),
+            err(SYNTAX)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANK", "z", "a", "WITHSCORE", "x"]),
+            err("ERR wrong number of arguments for 'zrank' command")
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZREVRANK", "z", "a", "WITHSCORE", "x"]),
+            err("ERR wrong number of arguments for 'zrevrank' command")
+        );
+    }
+
+    #[test]
+    fn zrange_by_rank() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "-1"]),
+            bulks(&["low", "a", "b", "c", "cc"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "1", "2"]),
+            bulks(&["a", "b"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "-2", "100"]),
+            bulks(&["c", "cc"])
+        );
+        assert_eq!(resp2(&mut h, &["ZRANGE", "z", "3", "1"]), bulks(&[]));
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "1", "REV"]),
+            bulks(&["cc", "c"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZREVRANGE", "z", "1", "-2"]),
+            bulks(&["c", "b", "a"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "1", "WITHSCORES"]),
+            bulks(&["low", "-inf", "a", "1"])
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZRANGE", "z", "0", "1", "WITHSCORES"]),
+            "*2\r\n*2\r\n$3\r\nlow\r\n,-inf\r\n*2\r\n$1\r\na\r\n,1\r\n"
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZREVRANGE", "z", "0", "0", "WITHSCORES"]),
+            "*1\r\n*2\r\n$2\r\ncc\r\n,3\r\n"
+        );
+        assert_eq!(resp3(&mut h, &["ZRANGE", "missing", "0", "-1"]), "*0\r\n");
+        assert_eq!(resp2(&mut h, &["ZRANGE", "z", "0", "x"]), err(NOT_INTEGER));
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "1", "LIMIT", "0", "1"]),
+            err("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+        );
+        // As Redis: a count of -1 is no LIMIT at all.
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "0", "LIMIT", "5", "-1"]),
+            bulks(&["low"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "1", "BOGUS"]),
+            err(SYNTAX)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZREVRANGE", "z", "0", "1", "REV"]),
+            err(SYNTAX)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "1", "LIMIT", "0"]),
+            err(SYNTAX)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "1", "LIMIT", "x", "1"]),
+            err(NOT_INTEGER)
+        );
+    }
+
+    #[test]
+    fn zrange_by_score() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        for (words, expected) in [
+            (
+                &["ZRANGEBYSCORE", "z", "-inf", "+inf"][..],
+                &["low", "a", "b", "c", "cc"][..],
+            ),
+            (&["ZRANGEBYSCORE", "z", "(1", "3"], &["b", "c", "cc"]),
+            (&["ZRANGEBYSCORE", "z", "1", "(3"], &["a", "b"]),
+            (&["ZRANGEBYSCORE", "z", "(1", "(2"], &[]),
+            (&["ZRANGEBYSCORE", "z", "3", "1"], &[]),
+            (
+                &["ZRANGEBYSCORE", "z", "-inf", "2", "LIMIT", "1", "2"],
+                &["a", "b"],
+            ),
+            (
+                &["ZRANGEBYSCORE", "z", "-inf", "2", "LIMIT", "1", "-5"],
+                &["a", "b"],
+            ),
+            (
+                &["ZRANGEBYSCORE", "z", "-inf", "2", "LIMIT", "-1", "2"],
+                &[],
+            ),
+            (&["ZRANGEBYSCORE", "z", "-inf", "2", "LIMIT", "5", "2"], &[]),
+            (&["ZRANGEBYSCORE", "z", "-inf", "2", "LIMIT", "0", "0"], &[]),
+            (
+                &["ZREVRANGEBYSCORE", "z", "+inf", "-inf"],
+                &["cc", "c", "b", "a", "low"],
+            ),
+            (
+                &["ZREVRANGEBYSCORE", "z", "3", "(1", "LIMIT", "1", "1"],
+                &["c"],
+            ),
+            (&["ZREVRANGEBYSCORE", "z", "(3", "-inf"], &["b", "a", "low"]),
+            (
+                &["ZRANGE", "z", "(1", "+inf", "BYSCORE", "LIMIT", "1", "1"],
+                &["c"],
+            ),
+            (
+                &["ZRANGE", "z", "+inf", "(1", "BYSCORE", "REV"],
+                &["cc", "c", "b"],
+            ),
+            // strtod's reading: leading spaces pass, an empty bound is 0.
+            (&["ZRANGEBYSCORE", "z", " 1", "( 2"], &["a"]),
+            (&["ZRANGEBYSCORE", "z", "(", "1"], &["a"]),
+        ] {
+            assert_eq!(resp2(&mut h, words), bulks(expected), "{words:?}");
+        }
+        assert_eq!(
+            resp2(&mut h, &["ZRANGEBYSCORE", "z", "1", "2", "WITHSCORES"]),
+            bulks(&["a", "1", "b", "2"])
+        );
+        assert_eq!(
+            resp3(
+                &mut h,
+                &[
+                    "ZREVRANGEBYSCORE",
+                    "z",
+                    "2",
+                    "1",
+                    "WITHSCORES",
+                    "LIMIT",
+                    "0",
+                    "1"
+                ]
+            ),
+            "*1\r\n*2\r\n$1\r\nb\r\n,2\r\n"
+        );
+        let not_float = err("ERR min or max is not a float");
+        for words in [
+            &["ZRANGEBYSCORE", "z", "x", "1"][..],
+            &["ZRANGEBYSCORE", "z", "1", "nan"],
+            &["ZRANGEBYSCORE", "z", "1 ", "2"],
+            &["ZRANGE", "z", "[1", "2", "BYSCORE"],
+            &["ZCOUNT", "z", "((1", "2"],
+        ] {
+            assert_eq!(resp2(&mut h, words), not_float, "{words:?}");
+        }
+        assert_eq!(
+            resp2(&mut h, &["ZRANGEBYSCORE", "z", "1", "2", "BYSCORE"]),
+            err(SYNTAX)
+        );
+        assert_eq!(resp2(&mut h, &["ZCOUNT", "z", "-inf", "+inf"]), int(5));
+        assert_eq!(resp2(&mut h, &["ZCOUNT", "z", "(1", "3"]), int(3));
+        assert_eq!(resp2(&mut h, &["ZCOUNT", "z", "5", "1"]), int(0));
+        assert_eq!(resp2(&mut h, &["ZCOUNT", "missing", "0", "1"]), int(0));
+    }
+
+    #[test]
+    fn zrange_by_lex() {
+        let mut h = Harness::new();
+        h.run(&[
+            "ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e", "0", "bb",
+        ]);
+        for (words, expected) in [
+            (
+                &["ZRANGEBYLEX", "l", "-", "+"][..],
+                &["a", "b", "bb", "c", "d", "e"][..],
+            ),
+            (&["ZRANGEBYLEX", "l", "[b", "(d"], &["b", "bb", "c"]),
+            (&["ZRANGEBYLEX", "l", "(b", "[d"], &["bb", "c", "d"]),
+            (&["ZRANGEBYLEX", "l", "+", "-"], &[]),
+            (&["ZRANGEBYLEX", "l", "[c", "[b"], &[]),
+            (
+                &["ZRANGEBYLEX", "l", "-", "+", "LIMIT", "2", "2"],
+                &["bb", "c"],
+            ),
+            (
+                &["ZREVRANGEBYLEX", "l", "+", "-"],
+                &["e", "d", "c", "bb", "b", "a"],
+            ),
+            (
+                &["ZREVRANGEBYLEX", "l", "(d", "[b", "LIMIT", "1", "5"],
+                &["bb", "b"],
+            ),
+            (
+                &["ZRANGE", "l", "[e", "[c", "BYLEX", "REV"],
+                &["e", "d", "c"],
+            ),
+            (&["ZRANGE", "l", "[", "(b", "BYLEX"], &["a"]),
+        ] {
+            assert_eq!(resp2(&mut h, words), bulks(expected), "{words:?}");
+        }
+        let bad = err("ERR min or max not valid string range item");
+        for words in [
+            &["ZRANGEBYLEX", "l", "a", "+"][..],
+            &["ZRANGEBYLEX", "l", "-", ""],
+            &["ZRANGEBYLEX", "l", "--", "+"],
+            &["ZLEXCOUNT", "l", "[a", "++"],
+            &["ZREMRANGEBYLEX", "l", "(a", "z"],
+        ] {
+            assert_eq!(resp2(&mut h, words), bad, "{words:?}");
+        }
+        assert_eq!(
+            resp2(&mut h, &["ZRANGEBYLEX", "l", "-", "+", "WITHSCORES"]),
+            err("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "l", "-", "+", "BYLEX", "WITHSCORES"]),
+            err("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+        );
+        assert_eq!(resp2(&mut h, &["ZLEXCOUNT", "l", "[b", "[c"]), int(3));
+        assert_eq!(resp2(&mut h, &["ZLEXCOUNT", "l", "-", "+"]), int(6));
+        assert_eq!(resp2(&mut h, &["ZLEXCOUNT", "l", "(e", "+"]), int(0));
+    }
+
+    #[test]
+    fn zrangestore() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        h.set("dst", "a string");
+        h.run(&["EXPIRE", "dst", "100"]);
+        assert_eq!(
+            resp2(&mut h, &["ZRANGESTORE", "dst", "z", "1", "2"]),
+            int(2)
+        );
+        assert_eq!(resp2(&mut h, &["TTL", "dst"]), int(-1));
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "dst", "0", "-1", "WITHSCORES"]),
+            bulks(&["a", "1", "b", "2"])
+        );
+        assert_eq!(
+            resp2(
+                &mut h,
+                &[
+                    "ZRANGESTORE",
+                    "dst",
+                    "z",
+                    "(1",
+                    "+inf",
+                    "BYSCORE",
+                    "LIMIT",
+                    "0",
+                    "2"
+                ]
+            ),
+            int(2)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "dst", "0", "-1"]),
+            bulks(&["b", "c"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGESTORE", "dst", "z", "0", "0", "REV"]),
+            int(1)
+        );
+        assert_eq!(resp2(&mut h, &["ZRANGE", "dst", "0", "-1"]), bulks(&["cc"]));
+        // Empty results and missing sources delete the destination.
+        assert_eq!(
+            resp2(&mut h, &["ZRANGESTORE", "dst", "z", "10", "20"]),
+            int(0)
+        );
+        assert_eq!(resp2(&mut h, &["EXISTS", "dst"]), int(0));
+        h.run(&["ZADD", "dst", "1", "x"]);
+        assert_eq!(
+            resp2(&mut h, &["ZRANGESTORE", "dst", "missing", "0", "-1"]),
+            int(0)
+        );
+        assert_eq!(resp2(&mut h, &["EXISTS", "dst"]), int(0));
+        assert_eq!(
+            resp2(
+                &mut h,
+                &["ZRANGESTORE", "dst", "z", "0", "-1", "WITHSCORES"]
+            ),
+            err(SYNTAX)
+        );
+        h.set("s", "v");
+        assert_eq!(
+            resp2(&mut h, &["ZRANGESTORE", "dst", "s", "0", "-1"]),
+            err(WRONGTYPE)
+        );
+        // The source may be the destination.
+        assert_eq!(resp2(&mut h, &["ZRANGESTORE", "z", "z", "0", "1"]), int(2));
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "-1"]),
+            bulks(&["low", "a"])
+        );
+    }
+
+    // ---- Removals ------------------------------------------------------------------------
+
+    #[test]
+    fn zrem_and_remove_ranges() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        assert_eq!(resp2(&mut h, &["ZREM", "z", "a", "nope", "a"]), int(1));
+        assert_eq!(resp2(&mut h, &["ZREM", "missing", "a"]), int(0));
+        assert_eq!(resp2(&mut h, &["ZREMRANGEBYSCORE", "z", "(2", "3"]), int(2));
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "z", "0", "-1"]),
+            bulks(&["low", "b"])
+        );
+        assert_eq!(resp2(&mut h, &["ZREMRANGEBYRANK", "z", "-1", "-1"]), int(1));
+        assert_eq!(resp2(&mut h, &["ZREMRANGEBYRANK", "z", "5", "10"]), int(0));
+        assert_eq!(
+            resp2(&mut h, &["ZREMRANGEBYRANK", "z", "0", "x"]),
+            err(NOT_INTEGER)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZREMRANGEBYSCORE", "z", "x", "1"]),
+            err("ERR min or max is not a float")
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZREMRANGEBYSCORE", "z", "-inf", "(-inf"]),
+            int(0)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZREMRANGEBYSCORE", "z", "-inf", "-inf"]),
+            int(1)
+        );
+        assert_eq!(resp2(&mut h, &["EXISTS", "z"]), int(0));
+        h.run(&["ZADD", "l", "0", "a", "0", "b", "0", "c"]);
+        assert_eq!(resp2(&mut h, &["ZREMRANGEBYLEX", "l", "(a", "+"]), int(2));
+        assert_eq!(resp2(&mut h, &["ZREM", "l", "a", "b"]), int(1));
+        assert_eq!(resp2(&mut h, &["EXISTS", "l"]), int(0));
+        assert_eq!(
+            resp2(&mut h, &["ZREMRANGEBYRANK", "missing", "0", "-1"]),
+            int(0)
+        );
+    }
+
+    // ---- Pops ----------------------------------------------------------------------------------
+
+    #[test]
+    fn pops_in_both_protocols() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        assert_eq!(resp2(&mut h, &["ZPOPMIN", "z"]), bulks(&["low", "-inf"]));
+        assert_eq!(resp3(&mut h, &["ZPOPMAX", "z"]), "*2\r\n$2\r\ncc\r\n,3\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZPOPMIN", "z", "2"]),
+            bulks(&["a", "1", "b", "2"])
+        );
+        h.run(&["ZADD", "z", "1", "a", "2", "b"]);
+        assert_eq!(
+            resp3(&mut h, &["ZPOPMIN", "z", "2"]),
+            "*2\r\n*2\r\n$1\r\na\r\n,1\r\n*2\r\n$1\r\nb\r\n,2\r\n"
+        );
+        assert_eq!(resp3(&mut h, &["ZPOPMAX", "z", "0"]), "*0\r\n");
+        assert_eq!(
+            resp3(&mut h, &["ZPOPMAX", "z", "10"]),
+            "*1\r\n*2\r\n$1\r\nc\r\n,3\r\n"
+        );
+        assert_eq!(resp2(&mut h, &["EXISTS", "z"]), int(0));
+        assert_eq!(resp2(&mut h, &["ZPOPMIN", "z"]), "*0\r\n");
+        assert_eq!(resp3(&mut h, &["ZPOPMIN", "z", "3"]), "*0\r\n");
+        assert_eq!(
+            resp2(&mut h, &["ZPOPMIN", "z", "-1"]),
+            err("ERR value is out of range, must be positive")
+        );
+        assert_eq!(resp2(&mut h, &["ZPOPMIN", "z", "x"]), err(NOT_INTEGER));
+        assert_eq!(resp2(&mut h, &["ZPOPMIN", "z", "1", "2"]), err(SYNTAX));
+        h.set("s", "v");
+        assert_eq!(resp2(&mut h, &["ZPOPMIN", "s", "0"]), err(WRONGTYPE));
+    }
+
+    #[test]
+    fn zmpop() {
+        let mut h = Harness::new();
+        h.run(&["ZADD", "b", "1", "x", "2", "y", "3", "z"]);
+        assert_eq!(
+            resp2(&mut h, &["ZMPOP", "2", "a", "b", "MIN"]),
+            "*2\r\n$1\r\nb\r\n*1\r\n*2\r\n$1\r\nx\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZMPOP", "2", "a", "b", "MAX", "COUNT", "5"]),
+            "*2\r\n$1\r\nb\r\n*2\r\n*2\r\n$1\r\nz\r\n,3\r\n*2\r\n$1\r\ny\r\n,2\r\n"
+        );
+        assert_eq!(resp2(&mut h, &["ZMPOP", "2", "a", "b", "MIN"]), "*-1\r\n");
+        assert_eq!(resp3(&mut h, &["ZMPOP", "1", "a", "MIN"]), "_\r\n");
+        for (words, expected) in [
+            (
+                &["ZMPOP", "0", "a", "MIN"][..],
+                "ERR numkeys should be greater than 0",
+            ),
+            (
+                &["ZMPOP", "x", "a", "MIN"],
+                "ERR numkeys should be greater than 0",
+            ),
+            (&["ZMPOP", "2", "a", "MIN"], SYNTAX),
+            (&["ZMPOP", "1", "a", "LEFT"], SYNTAX),
+            (
+                &["ZMPOP", "1", "a", "MIN", "COUNT", "0"],
+                "ERR count should be greater than 0",
+            ),
+            (
+                &["ZMPOP", "1", "a", "MIN", "COUNT", "1", "COUNT", "1"],
+                SYNTAX,
+            ),
+            (&["ZMPOP", "1", "a", "MIN", "COUNT"], SYNTAX),
+        ] {
+            assert_eq!(resp2(&mut h, words), err(expected), "{words:?}");
+        }
+        h.set("s", "v");
+        assert_eq!(
+            resp2(&mut h, &["ZMPOP", "2", "missing", "s", "MIN"]),
+            err(WRONGTYPE)
+        );
+    }
+
+    fn blocked(h: &Harness) -> Option<(Vec<String>, u64)> {
+        h.context.block.as_ref().map(|block| {
+            let keys = block
+                .keys
+                .iter()
+                .map(|key| String::from_utf8_lossy(key).into_owned())
+                .collect();
+            (keys, block.timeout_ms)
+        })
+    }
+
+    #[test]
+    fn blocking_pops_serve_or_record_the_block() {
+        let mut h = Harness::new();
+        h.run(&["ZADD", "b", "1", "x", "2", "y"]);
+        assert_eq!(
+            resp2(&mut h, &["BZPOPMIN", "a", "b", "0"]),
+            "*3\r\n$1\r\nb\r\n$1\r\nx\r\n$1\r\n1\r\n"
+        );
+        assert_eq!(blocked(&h), None);
+        assert_eq!(
+            resp3(&mut h, &["BZPOPMAX", "b", "1"]),
+            "*3\r\n$1\r\nb\r\n$1\r\ny\r\n,2\r\n"
+        );
+        assert_eq!(resp2(&mut h, &["EXISTS", "b"]), int(0));
+        assert_eq!(
+            resp2(&mut h, &["BZPOPMIN", "a", "b", "a", "1.5"]),
+            "*-1\r\n"
+        );
+        assert_eq!(blocked(&h), Some((vec!["a".into(), "b".into()], 1500)));
+        assert_eq!(
+            resp3(
+                &mut h,
+                &["BZMPOP", "0.001", "2", "q", "r", "MAX", "COUNT", "2"]
+            ),
+            "_\r\n"
+        );
+        assert_eq!(blocked(&h), Some((vec!["q".into(), "r".into()], 1)));
+        h.run(&["ZADD", "r", "5", "m"]);
+        assert_eq!(blocked(&h), None);
+        assert_eq!(
+            resp2(&mut h, &["BZMPOP", "0", "2", "q", "r", "MAX", "COUNT", "2"]),
+            "*2\r\n$1\r\nr\r\n*1\r\n*2\r\n$1\r\nm\r\n$1\r\n5\r\n"
+        );
+        // Errors come before any block.
+        h.set("s", "v");
+        for (words, expected) in [
+            (&["BZPOPMIN", "a", "s", "0"][..], WRONGTYPE),
+            (
+                &["BZPOPMIN", "a", "x"],
+                "ERR timeout is not a float or out of range",
+            ),
+            (&["BZPOPMAX", "a", "-1"], "ERR timeout is negative"),
+            (
+                &["BZMPOP", "x", "1", "a", "MIN"],
+                "ERR timeout is not a float or out of range",
+            ),
+            (
+                &["BZMPOP", "x", "0", "a", "MIN"],
+                "ERR numkeys should be greater than 0",
+            ),
+            (&["BZMPOP", "0", "1", "s", "MIN"], WRONGTYPE),
+        ] {
+            assert_eq!(resp2(&mut h, words), err(expected), "{words:?}");
+            assert_eq!(blocked(&h), None, "{words:?}");
+        }
+    }
+
+    #[test]
+    fn additions_record_ready_keys() {
+        let mut h = Harness::new();
+        let ready = |h: &mut Harness| -> Vec<String> {
+            h.keyspace
+                .take_ready_keys()
+                .into_iter()
+                .map(|(_, key)| String::from_utf8_lossy(&key).into_owned())
+                .collect()
+        };
+        h.run(&["ZADD", "a", "1", "x"]);
+        h.run(&["ZADD", "a", "2", "x"]);
+        h.run(&["ZINCRBY", "b", "1", "x"]);
+        h.run(&["ZADD", "c", "XX", "1", "x"]);
+        assert_eq!(ready(&mut h), ["a", "b"]);
+        h.run(&["ZUNIONSTORE", "u", "2", "a", "b"]);
+        h.run(&["ZRANGESTORE", "r", "a", "0", "-1"]);
+        h.run(&["ZDIFFSTORE", "empty", "1", "missing"]);
+        h.run(&["RENAME", "a", "renamed"]);
+        h.run(&["COPY", "b", "copied"]);
+        assert_eq!(ready(&mut h), ["u", "r", "renamed", "copied"]);
+        h.run(&["ZREM", "renamed", "x"]);
+        h.run(&["ZPOPMIN", "b"]);
+        assert_eq!(ready(&mut h), Vec::<String>::new());
+    }
+
+    // ---- Set operations --------------------------------------------------------------------------
+
+    fn set_operands(h: &mut Harness) {
+        h.run(&["ZADD", "{t}a", "1", "x", "2", "y", "3", "z"]);
+        h.run(&["ZADD", "{t}b", "10", "y", "20", "z", "30", "w"]);
+    }
+
+    #[test]
+    fn union_inter_diff_replies() {
+        let mut h = Harness::new();
+        set_operands(&mut h);
+        assert_eq!(
+            resp2(&mut h, &["ZUNION", "2", "{t}a", "{t}b", "WITHSCORES"]),
+            bulks(&["x", "1", "y", "12", "z", "23", "w", "30"])
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZINTER", "2", "{t}a", "{t}b", "WITHSCORES"]),
+            "*2\r\n*2\r\n$1\r\ny\r\n,12\r\n*2\r\n$1\r\nz\r\n,23\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZINTER", "2", "{t}a", "{t}b"]),
+            bulks(&["y", "z"])
+        );
+        assert_eq!(
+            resp2(
+                &mut h,
+                &[
+                    "ZUNION",
+                    "2",
+                    "{t}a",
+                    "{t}b",
+                    "WEIGHTS",
+                    "2",
+                    "-1",
+                    "AGGREGATE",
+                    "MAX",
+                    "WITHSCORES"
+                ]
+            ),
+            bulks(&["w", "-30", "x", "2", "y", "4", "z", "6"])
+        );
+        assert_eq!(
+            resp2(
+                &mut h,
+                &[
+                    "ZINTER",
+                    "2",
+                    "{t}a",
+                    "{t}b",
+                    "AGGREGATE",
+                    "min",
+                    "WITHSCORES"
+                ]
+            ),
+            bulks(&["y", "2", "z", "3"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZDIFF", "2", "{t}a", "{t}b", "WITHSCORES"]),
+            bulks(&["x", "1"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZDIFF", "2", "{t}b", "missing"]),
+            bulks(&["y", "z", "w"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZINTER", "2", "{t}a", "missing"]),
+            bulks(&[])
+        );
+        assert_eq!(resp2(&mut h, &["ZINTERCARD", "2", "{t}a", "{t}b"]), int(2));
+        assert_eq!(
+            resp2(&mut h, &["ZINTERCARD", "2", "{t}a", "{t}b", "LIMIT", "1"]),
+            int(1)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZINTERCARD", "2", "{t}a", "{t}b", "LIMIT", "0"]),
+            int(2)
+        );
+        // inf - inf sums to 0; 0 * inf weights to 0.
+        h.run(&["ZADD", "{t}p", "inf", "m"]);
+        h.run(&["ZADD", "{t}n", "-inf", "m"]);
+        assert_eq!(
+            resp2(&mut h, &["ZUNION", "2", "{t}p", "{t}n", "WITHSCORES"]),
+            bulks(&["m", "0"])
+        );
+        assert_eq!(
+            resp2(
+                &mut h,
+                &["ZUNION", "1", "{t}p", "WEIGHTS", "0", "WITHSCORES"]
+            ),
+            bulks(&["m", "0"])
+        );
+    }
+
+    #[test]
+    fn set_operation_errors_in_redis_order() {
+        let mut h = Harness::new();
+        set_operands(&mut h);
+        h.set("s", "v");
+        for (words, expected) in [
+            (
+                &["ZUNION", "0", "{t}a"][..],
+                "ERR at least 1 input key is needed for 'zunion' command",
+            ),
+            (
+                &["ZINTERSTORE", "d", "0", "{t}a"],
+                "ERR at least 1 input key is needed for 'zinterstore' command",
+            ),
+            (
+                &["ZUNION", "-1", "{t}a"],
+                "ERR at least 1 input key is needed for 'zunion' command",
+            ),
+            (&["ZUNION", "x", "{t}a"], NOT_INTEGER),
+            (&["ZUNION", "3", "{t}a", "{t}b"], SYNTAX),
+            // Keys are type-checked before the options are read.
+            (&["ZUNION", "2", "{t}a", "s", "BOGUS"], WRONGTYPE),
+            (&["ZUNION", "2", "{t}a", "{t}b", "BOGUS"], SYNTAX),
+            (&["ZUNION", "2", "{t}a", "{t}b", "WEIGHTS", "1"], SYNTAX),
+            (
+                &["ZUNION", "2", "{t}a", "{t}b", "WEIGHTS", "1", "x"],
+                "ERR weight value is not a float",
+            ),
+            (&["ZUNION", "2", "{t}a", "{t}b", "AGGREGATE", "AVG"], SYNTAX),
+            (&["ZDIFF", "2", "{t}a", "{t}b", "WEIGHTS", "1", "2"], SYNTAX),
+            (&["ZDIFF", "2", "{t}a", "{t}b", "AGGREGATE", "SUM"], SYNTAX),
+            (
+                &["ZUNIONSTORE", "d", "2", "{t}a", "{t}b", "WITHSCORES"],
+                SYNTAX,
+            ),
+            (&["ZINTERCARD", "2", "{t}a", "{t}b", "WITHSCORES"], SYNTAX),
+            (
+                &["ZINTERCARD", "2", "{t}a", "{t}b", "WEIGHTS", "1", "1"],
+                SYNTAX,
+            ),
+            (
+                &["ZINTERCARD", "2", "{t}a", "{t}b", "LIMIT", "-1"],
+                "ERR LIMIT can't be negative",
+            ),
+            (
+                &["ZINTERCARD", "2", "{t}a", "{t}b", "LIMIT", "x"],
+                "ERR LIMIT can't be negative",
+            ),
+            (
+                &["ZINTERCARD", "0", "{t}a"],
+                "ERR at least 1 input key is needed for 'zintercard' command",
+            ),
+        ] {
+            assert_eq!(resp2(&mut h, words), err(expected), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn store_forms_overwrite_the_destination() {
+        let mut h = Harness::new();
+        set_operands(&mut h);
+        h.set("{t}d", "old");
+        h.run(&["EXPIRE", "{t}d", "100"]);
+        assert_eq!(
+            resp2(&mut h, &["ZUNIONSTORE", "{t}d", "2", "{t}a", "{t}b"]),
+            int(4)
+        );
+        assert_eq!(resp2(&mut h, &["TTL", "{t}d"]), int(-1));
+        assert_eq!(resp2(&mut h, &["TYPE", "{t}d"]), "+zset\r\n");
+        assert_eq!(
+            resp2(
+                &mut h,
+                &[
+                    "ZINTERSTORE",
+                    "{t}d",
+                    "2",
+                    "{t}a",
+                    "{t}b",
+                    "WEIGHTS",
+                    "1",
+                    "0.5"
+                ]
+            ),
+            int(2)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "{t}d", "0", "-1", "WITHSCORES"]),
+            bulks(&["y", "7", "z", "13"])
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZDIFFSTORE", "{t}d", "2", "{t}a", "{t}b"]),
+            int(1)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZDIFFSTORE", "{t}d", "2", "{t}a", "{t}a"]),
+            int(0)
+        );
+        assert_eq!(resp2(&mut h, &["EXISTS", "{t}d"]), int(0));
+        // The destination may be an input.
+        assert_eq!(
+            resp2(&mut h, &["ZUNIONSTORE", "{t}a", "2", "{t}a", "{t}b"]),
+            int(4)
+        );
+        assert_eq!(resp2(&mut h, &["ZSCORE", "{t}a", "z"]), "$2\r\n23\r\n");
+    }
+
+    // ---- ZRANDMEMBER, ZSCAN ------------------------------------------------------------------------
+
+    #[test]
+    fn zrandmember_counts_and_shapes() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        let members = ["low", "a", "b", "c", "cc"];
+        let Frame::Bulk(one) = h.run(&["ZRANDMEMBER", "z"]) else {
+            panic!("a bulk reply");
+        };
+        assert!(members.contains(&std::str::from_utf8(&one).unwrap()));
+        assert_eq!(resp2(&mut h, &["ZRANDMEMBER", "missing"]), "$-1\r\n");
+        assert_eq!(resp2(&mut h, &["ZRANDMEMBER", "missing", "3"]), "*0\r\n");
+        assert_eq!(resp2(&mut h, &["ZRANDMEMBER", "z", "0"]), "*0\r\n");
+        // At least the size: the whole set, from the highest score down.
+        assert_eq!(
+            resp2(&mut h, &["ZRANDMEMBER", "z", "5"]),
+            bulks(&["cc", "c", "b", "a", "low"])
+        );
+        assert_eq!(
+            resp3(&mut h, &["ZRANDMEMBER", "z", "9", "WITHSCORES"])
+                .matches("*2\r\n")
+                .count(),
+            5
+        );
+        let Frame::Array(distinct) = h.run(&["ZRANDMEMBER", "z", "3"]) else {
+            panic!("an array");
+        };
+        let unique: BTreeSet<_> = distinct.iter().filter_map(Frame::as_bytes).collect();
+        assert_eq!((distinct.len(), unique.len()), (3, 3));
+        let Frame::Array(repeated) = h.run(&["ZRANDMEMBER", "z", "-20", "WITHSCORES"]) else {
+            panic!("an array");
+        };
+        assert_eq!(repeated.len(), 40);
+        assert_eq!(
+            resp2(&mut h, &["ZRANDMEMBER", "z", "1", "WITHSCORES", "x"]),
+            err(SYNTAX)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZRANDMEMBER", "z", "1", "SCORES"]),
+            err(SYNTAX)
+        );
+        assert_eq!(resp2(&mut h, &["ZRANDMEMBER", "z", "x"]), err(NOT_INTEGER));
+        assert_eq!(
+            resp2(&mut h, &["ZRANDMEMBER", "z", "-9223372036854775808"]),
+            err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
+        );
+        assert_eq!(
+            resp2(
+                &mut h,
+                &["ZRANDMEMBER", "z", "-9223372036854775807", "WITHSCORES"]
+            ),
+            err("ERR value is out of range")
+        );
+        // The same seed gives the same picks.
+        let picks = |seed: u64| {
+            let mut h = Harness::new();
+            h.context.rng = crate::Rng::new(seed);
+            sample(&mut h);
+            (
+                h.run(&["ZRANDMEMBER", "z", "-8"]),
+                h.run(&["ZRANDMEMBER", "z", "2"]),
+            )
+        };
+        assert_eq!(picks(3), picks(3));
+    }
+
+    #[test]
+    fn zscan_listpack_and_skiplist() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        assert_eq!(
+            resp2(&mut h, &["ZSCAN", "z", "0", "MATCH", "c*"]),
+            "*2\r\n$1\r\n0\r\n*4\r\n$1\r\nc\r\n$1\r\n3\r\n$2\r\ncc\r\n$1\r\n3\r\n"
+        );
+        // Scores stay strings in RESP3, as Redis sends them.
+        assert_eq!(
+            resp3(&mut h, &["ZSCAN", "z", "0", "MATCH", "low"]),
+            "*2\r\n$1\r\n0\r\n*2\r\n$3\r\nlow\r\n$4\r\n-inf\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZSCAN", "missing", "0"]),
+            "*2\r\n$1\r\n0\r\n*0\r\n"
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZSCAN", "z", "x"]),
+            err("ERR invalid cursor")
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZSCAN", "z", "0", "COUNT", "0"]),
+            err(SYNTAX)
+        );
+        assert_eq!(
+            resp2(&mut h, &["ZSCAN", "z", "0", "TYPE", "zset"]),
+            err(SYNTAX)
+        );
+        for index in 0..300 {
+            h.run(&["ZADD", "big", &index.to_string(), &format!("m{index}")]);
+        }
+        let mut seen = BTreeSet::new();
+        let mut cursor = "0".to_string();
+        let mut calls = 0;
+        loop {
+            let Frame::Array(reply) = h.run(&["ZSCAN", "big", &cursor, "COUNT", "20"]) else {
+                panic!("an array");
+            };
+            let (Frame::Bulk(next), Frame::Array(items)) = (&reply[0], &reply[1]) else {
+                panic!("cursor and items");
+            };
+            for pair in items.chunks(2) {
+                seen.insert(pair[0].as_bytes().map(<[u8]>::to_vec));
+            }
+            calls += 1;
+            cursor = String::from_utf8_lossy(next).into_owned();
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 300);
+        assert!(calls >= 10, "{calls}");
+    }
+
+    // ---- Types, encodings, dump ----------------------------------------------------------------
+
+    #[test]
+    fn wrongtype_everywhere() {
+        let mut h = Harness::new();
+        h.set("s", "v");
+        for words in [
+            &["ZADD", "s", "1", "a"][..],
+            &["ZINCRBY", "s", "1", "a"],
+            &["ZREM", "s", "a"],
+            &["ZCARD", "s"],
+            &["ZSCORE", "s", "a"],
+            &["ZMSCORE", "s", "a"],
+            &["ZRANK", "s", "a"],
+            &["ZREVRANK", "s", "a"],
+            &["ZRANGE", "s", "0", "-1"],
+            &["ZRANGESTORE", "d", "s", "0", "-1"],
+            &["ZRANGEBYSCORE", "s", "0", "1"],
+            &["ZREVRANGEBYSCORE", "s", "1", "0"],
+            &["ZRANGEBYLEX", "s", "-", "+"],
+            &["ZREVRANGEBYLEX", "s", "+", "-"],
+            &["ZREVRANGE", "s", "0", "-1"],
+            &["ZCOUNT", "s", "0", "1"],
+            &["ZLEXCOUNT", "s", "-", "+"],
+            &["ZREMRANGEBYSCORE", "s", "0", "1"],
+            &["ZREMRANGEBYRANK", "s", "0", "1"],
+            &["ZREMRANGEBYLEX", "s", "-", "+"],
+            &["ZPOPMIN", "s"],
+            &["ZPOPMAX", "s", "2"],
+            &["BZPOPMIN", "s", "0"],
+            &["BZPOPMAX", "s", "0"],
+            &["ZMPOP", "1", "s", "MIN"],
+            &["BZMPOP", "0", "1", "s", "MAX"],
+            &["ZUNION", "1", "s"],
+            &["ZINTER", "1", "s"],
+            &["ZDIFF", "1", "s"],
+            &["ZUNIONSTORE", "d", "1", "s"],
+            &["ZINTERSTORE", "d", "1", "s"],
+            &["ZDIFFSTORE", "d", "1", "s"],
+            &["ZINTERCARD", "1", "s"],
+            &["ZRANDMEMBER", "s"],
+            &["ZRANDMEMBER", "s", "2"],
+            &["ZSCAN", "s", "0"],
+        ] {
+            assert_eq!(resp2(&mut h, words), err(WRONGTYPE), "{words:?}");
+            assert_eq!(h.context.block, None, "{words:?}");
+        }
+        assert_eq!(resp2(&mut h, &["EXISTS", "d"]), int(0));
+        h.run(&["ZADD", "z", "1", "a"]);
+        for words in [&["GET", "z"][..], &["LPUSH", "z", "a"], &["INCR", "z"]] {
+            assert_eq!(resp2(&mut h, words), err(WRONGTYPE), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn encodings_convert_as_in_redis() {
+        let mut h = Harness::new();
+        let encoding = |h: &mut Harness, key: &str| resp2(h, &["OBJECT", "ENCODING", key]);
+        let listpack = "$8\r\nlistpack\r\n";
+        let skiplist = "$8\r\nskiplist\r\n";
+        let mut words = vec!["ZADD".to_string(), "z".to_string()];
+        for index in 0..128 {
+            words.push(index.to_string());
+            words.push(format!("m{index}"));
+        }
+        let words_ref: Vec<&str> = words.iter().map(String::as_str).collect();
+        h.run(&words_ref);
+        assert_eq!(encoding(&mut h, "z"), listpack);
+        h.run(&["ZADD", "z", "1", "m1"]);
+        assert_eq!(encoding(&mut h, "z"), listpack);
+        h.run(&["ZADD", "z", "1", "one-more"]);
+        assert_eq!(encoding(&mut h, "z"), skiplist);
+        h.run(&["ZREMRANGEBYRANK", "z", "1", "-1"]);
+        assert_eq!(encoding(&mut h, "z"), skiplist);
+        // A long member converts; so does a first ZADD of many pairs.
+        h.run(&["ZADD", "long", "1", &"x".repeat(65)]);
+        assert_eq!(encoding(&mut h, "long"), skiplist);
+        h.run(&["ZADD", "edge", "1", &"x".repeat(64)]);
+        assert_eq!(encoding(&mut h, "edge"), listpack);
+        // More than 128 pairs in one ZADD convert an existing listpack even when
+        // they are all updates (zsetTypeMaybeConvert).
+        h.run(&["ZADD", "small", "1", "a"]);
+        let mut updates = vec!["ZADD", "small"];
+        for _ in 0..129 {
+            updates.extend(["2", "a"]);
+        }
+        h.run(&updates);
+        assert_eq!(encoding(&mut h, "small"), skiplist);
+        // Stored results take the natural encoding.
+        h.run(&["ZUNIONSTORE", "u", "1", "z"]);
+        assert_eq!(encoding(&mut h, "u"), listpack);
+        h.run(&["ZRANGESTORE", "r", "long", "0", "-1"]);
+        assert_eq!(encoding(&mut h, "r"), skiplist);
+    }
+
+    #[test]
+    fn skiplist_sets_answer_like_listpack_ones() {
+        // The same commands against a small set and its forced skiplist twin.
+        let mut h = Harness::new();
+        let members: Vec<String> = (0..40).map(|i| format!("m{:02}", (i * 7) % 40)).collect();
+        for (index, member) in members.iter().enumerate() {
+            let score = ((index % 5) as f64 - 2.0).to_string();
+            h.run(&["ZADD", "small", &score, member]);
+            h.run(&["ZADD", "big", &score, member]);
+        }
+        h.run(&["ZADD", "big", "0", &"y".repeat(70)]);
+        h.run(&["ZREM", "big", &"y".repeat(70)]);
+        assert_eq!(h.encoding("big"), Some("skiplist"));
+        assert_eq!(h.encoding("small"), Some("listpack"));
+        for words in [
+            &["ZRANGE", "K", "0", "-1", "WITHSCORES"][..],
+            &["ZRANGE", "K", "3", "17", "REV"],
+            &["ZRANGEBYSCORE", "K", "(-1", "1", "LIMIT", "3", "4"],
+            &["ZREVRANGEBYSCORE", "K", "1", "-inf", "LIMIT", "2", "9"],
+            &["ZRANGEBYLEX", "K", "[m10", "(m30"],
+            &["ZREVRANGEBYLEX", "K", "(m30", "-", "LIMIT", "1", "3"],
+            &["ZCOUNT", "K", "0", "(2"],
+            &["ZLEXCOUNT", "K", "-", "[m20"],
+            &["ZRANK", "K", "m13", "WITHSCORE"],
+            &["ZREVRANK", "K", "m13"],
+            &["ZMSCORE", "K", "m05", "none"],
+            &["ZREMRANGEBYSCORE", "K", "1", "1"],
+            &["ZPOPMAX", "K", "3"],
+            &["ZREMRANGEBYRANK", "K", "2", "4"],
+            &["ZRANGE", "K", "0", "-1", "WITHSCORES"],
+        ] {
+            let run = |h: &mut Harness, key: &str| {
+                let words: Vec<&str> = words
+                    .iter()
+                    .map(|w| if *w == "K" { key } else { w })
+                    .collect();
+                h.run(&words)
+            };
+            let small = run(&mut h, "small");
+            assert_eq!(small, run(&mut h, "big"), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn dump_restore_and_debug_object() {
+        let mut h = Harness::new();
+        sample(&mut h);
+        let Frame::Bulk(payload) = h.run(&["DUMP", "z"]) else {
+            panic!("a payload");
+        };
+        let payload = String::from_utf8_lossy(&payload).into_owned();
+        let arguments = [
+            Bytes::from_static(b"RESTORE"),
+            Bytes::from_static(b"copy"),
+            Bytes::from_static(b"0"),
+            match h.run(&["DUMP", "z"]) {
+                Frame::Bulk(bytes) => bytes,
+                _ => panic!("a payload"),
+            },
+        ];
+        assert!(!payload.is_empty());
+        assert_eq!(h.run_arguments(&arguments), Frame::OK);
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "copy", "0", "-1", "WITHSCORES"]),
+            resp2(&mut h, &["ZRANGE", "z", "0", "-1", "WITHSCORES"])
+        );
+        assert_eq!(
+            crate::digest::value_digest(h.entry("copy")),
+            crate::digest::value_digest(h.entry("z"))
+        );
+        h.run(&["ZADD", "copy", "9", "a"]);
+        assert_ne!(
+            crate::digest::value_digest(h.entry("copy")),
+            crate::digest::value_digest(h.entry("z"))
+        );
+        let line = crate::digest::debug_object(&h.keyspace, h.entry("z").unwrap(), &h.context);
+        assert!(
+            line.contains(" encoding:listpack serializedlength:"),
+            "{line}"
+        );
+    }
+}
