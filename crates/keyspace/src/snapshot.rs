@@ -583,6 +583,27 @@ mod tests {
                         &["LPUSH", &key, &large, &value],
                     );
                 }
+                // Sorted sets: listpack, skiplist, and a skiplist shrunk small.
+                5 => {
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["ZADD", &key, "1.5", "a", "-inf", &value, "0", "z"],
+                    );
+                }
+                6 if index % 8 == 0 => {
+                    let long = "s".repeat(65);
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["ZADD", &key, "2", &long, "1", &value, "3", "x"],
+                    );
+                    if index % 16 == 0 {
+                        run(&mut keyspace, &mut context, &["ZREM", &key, &long]);
+                    }
+                }
                 _ => {}
             }
             match rng.below(4) {
@@ -695,6 +716,7 @@ mod tests {
         let mut history_shaped_tables = 0;
         let mut moved_hash_keys = 0;
         let mut list_encodings = std::collections::BTreeSet::new();
+        let mut zset_encodings = std::collections::BTreeSet::new();
         for seed in 0..40 {
             assert_round_trip(seed);
             // The samples must exercise what a naive rebuild would get wrong.
@@ -704,6 +726,9 @@ mod tests {
                 for (_, entry) in db.entries() {
                     if entry.value.is_list() {
                         list_encodings.insert(entry.value.encoding_name());
+                    }
+                    if entry.value.is_zset() {
+                        zset_encodings.insert(entry.value.encoding_name());
                     }
                 }
                 let natural = (db.len() as u64).next_power_of_two().max(4);
@@ -734,6 +759,7 @@ mod tests {
         assert!(history_shaped_tables > 0);
         assert!(moved_hash_keys > 0);
         assert_eq!(list_encodings.len(), 2, "{list_encodings:?}");
+        assert_eq!(zset_encodings.len(), 2, "{zset_encodings:?}");
     }
 
     #[test]
@@ -756,6 +782,11 @@ mod tests {
         // running (LINSERT only grows) keeps its encoding through a snapshot.
         h.run(&["RPUSH", "grown", "a"]);
         h.run(&["LINSERT", "grown", "AFTER", "none", &"g".repeat(9000)]);
+        h.run(&["ZADD", "zset-listpack", "1", "a", "-0", "b"]);
+        h.run(&["ZADD", "zset-skiplist", "1", &"s".repeat(65)]);
+        // A skiplist that shrank back to listpack size stays a skiplist.
+        h.run(&["ZADD", "zset-shrunk", "1", "a", "2", &"s".repeat(65)]);
+        h.run(&["ZPOPMAX", "zset-shrunk"]);
         let expected = [
             ("int", "int"),
             ("inline", "embstr"),
@@ -768,6 +799,9 @@ mod tests {
             ("listpack", "listpack"),
             ("quicklist", "quicklist"),
             ("grown", "quicklist"),
+            ("zset-listpack", "listpack"),
+            ("zset-skiplist", "skiplist"),
+            ("zset-shrunk", "skiplist"),
         ];
         for (key, encoding) in expected {
             assert_eq!(h.encoding(key), Some(encoding), "{key} before");
@@ -1096,6 +1130,29 @@ mod tests {
         refused(
             sealed_db(4, 0, &entry_bytes(b"k", encoding::LISTPACK, b"v"), 1),
             "a string with a list encoding",
+        );
+        let zset = Value::zset([(1.0, "a"), (2.0, "b")]);
+        for tag in [encoding::ZSET_LISTPACK, encoding::ZSET_SKIPLIST] {
+            let entry = value_entry_bytes(b"k", tag, &zset);
+            assert!(load(&sealed_db(4, 0, &entry, 1)).is_ok());
+        }
+        let large = Value::zset((0..200).map(|index| (f64::from(index), index.to_string())));
+        refused(
+            sealed_db(
+                4,
+                0,
+                &value_entry_bytes(b"k", encoding::ZSET_LISTPACK, &large),
+                1,
+            ),
+            "a listpack sorted set past the listpack limits",
+        );
+        refused(
+            sealed_db(4, 0, &value_entry_bytes(b"k", encoding::LISTPACK, &zset), 1),
+            "a sorted set with a list encoding",
+        );
+        refused(
+            sealed_db(4, 0, &entry_bytes(b"k", encoding::ZSET_SKIPLIST, b"v"), 1),
+            "a string with a sorted set encoding",
         );
         let mut bad_type = one.clone();
         let type_position = bad_type.len() - 3;

@@ -77,6 +77,27 @@ const WORDS: &[&str] = &[
     "0.001",
     "1e-3",
     "0x1p-3",
+    "WITHSCORES",
+    "WITHSCORE",
+    "BYSCORE",
+    "BYLEX",
+    "REV",
+    "LIMIT",
+    "CH",
+    "INCR",
+    "MIN",
+    "MAX",
+    "WEIGHTS",
+    "AGGREGATE",
+    "SUM",
+    "(1",
+    "(",
+    "[a",
+    "-",
+    "+",
+    "+inf",
+    "-9223372036854775807",
+    "4611686018427387904",
 ];
 
 fn command_names() -> Vec<String> {
@@ -122,11 +143,16 @@ proptest! {
                     prop_assert!(!block.keys.is_empty());
                 }
             }
-            // Lists are never left empty.
+            // Lists and sorted sets are never left empty; sorted sets keep
+            // their invariants.
             for db in keyspace.dbs() {
                 for (key, entry) in db.entries() {
                     if let Value::List(list) = &entry.value {
                         prop_assert!(!list.is_empty(), "{:?} is an empty list", key);
+                    }
+                    if let Value::ZSet(zset) = &entry.value {
+                        prop_assert!(!zset.is_empty(), "{:?} is an empty sorted set", key);
+                        prop_assert_eq!(zset.check(), Ok(()), "{:?}", key);
                     }
                 }
             }
