@@ -143,3 +143,19 @@ fn client_unblock_ends_a_wait() {
     // The connection still works after being unblocked.
     waiting.roundtrip(&["PING"], "+PONG\r\n");
 }
+
+#[test]
+fn sorted_set_waiters_wake_and_other_types_do_not_serve_list_waiters() {
+    let server = Server::start(&[]);
+    let mut zwaiter = blocked(&server, &["BZPOPMIN", "scores", "0"], 1);
+    let mut lwaiter = blocked(&server, &["BLPOP", "mixed", "0"], 2);
+    let mut writer = server.connect();
+    writer.roundtrip(&["ZADD", "scores", "2", "b", "1", "a"], ":2\r\n");
+    zwaiter.expect(b"*3\r\n$6\r\nscores\r\n$1\r\na\r\n$1\r\n1\r\n");
+    // A sorted set under the list waiter's key leaves it waiting, as in Redis.
+    writer.roundtrip(&["ZADD", "mixed", "1", "m"], ":1\r\n");
+    wait_blocked(&server, 1);
+    writer.roundtrip(&["DEL", "mixed"], ":1\r\n");
+    writer.roundtrip(&["RPUSH", "mixed", "item"], ":1\r\n");
+    lwaiter.expect(b"*2\r\n$5\r\nmixed\r\n$4\r\nitem\r\n");
+}

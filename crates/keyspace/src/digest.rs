@@ -208,12 +208,37 @@ fn rdb_value_length(value: &Value) -> usize {
                         .sum::<usize>()
             }
         },
+        // A listpack is saved as one string; a skiplist as the count, then each
+        // member as a string and its score as a binary double.
+        Value::ZSet(zset) if zset.is_skiplist() => {
+            rdb_length_prefix(zset.len() as u64)
+                + zset
+                    .iter()
+                    .map(|entry| rdb_string_length(entry.member()) + 8)
+                    .sum::<usize>()
+        }
+        Value::ZSet(zset) => {
+            let size = zset_listpack_bytes(zset);
+            rdb_length_prefix(size as u64) + size
+        }
     }
 }
 
 /// A blob saved as an RDB string: its length prefix and bytes.
 fn rdb_blob_length(bytes: usize) -> usize {
     rdb_length_prefix(bytes as u64) + bytes
+}
+
+/// Bytes Redis's listpack of this sorted set takes: the header and end byte,
+/// then each member and its score (as `d2string` prints it) as entries.
+fn zset_listpack_bytes(zset: &crate::value::ZSetValue) -> usize {
+    7 + zset
+        .iter()
+        .map(|entry| {
+            crate::list::entry_bytes(entry.member())
+                + crate::list::entry_bytes(resp::format_double(entry.score).as_bytes())
+        })
+        .sum::<usize>()
 }
 
 fn rdb_string_length(data: &[u8]) -> usize {

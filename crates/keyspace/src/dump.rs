@@ -20,7 +20,7 @@
 
 use crate::hash::{HashValue, Pair};
 use crate::set::{SetEncoding, SetValue};
-use crate::value::{ListValue, StringValue, Value};
+use crate::value::{ListValue, StringValue, Value, ZSetValue};
 
 /// Version of the payload format written by [`serialize_value`]; payloads with a
 /// version newer than this (or zero) are refused.
@@ -39,6 +39,10 @@ pub mod type_byte {
     /// A hash: the pair count (varint), then each field and its value in
     /// storage order, each as a length (varint) followed by the bytes.
     pub const HASH: u8 = 4;
+    /// A sorted set (Redis's object type number for zsets): the member count
+    /// (varint), then each member in ascending order as a length (varint), the
+    /// bytes, and the score as 8 bytes (IEEE 754 binary64, little-endian).
+    pub const ZSET: u8 = 3;
 }
 
 /// How a set or hash body is to be stored when decoded: as a load encodes it
@@ -145,6 +149,15 @@ pub(crate) fn encode_body_into(out: &mut Vec<u8>, value: &Value) {
                 }
             }
         }
+        Value::ZSet(zset) => {
+            out.push(type_byte::ZSET);
+            put_length(out, zset.len() as u64);
+            for entry in zset.iter() {
+                put_length(out, entry.member().len() as u64);
+                out.extend_from_slice(entry.member());
+                out.extend_from_slice(&entry.score.to_bits().to_le_bytes());
+            }
+        }
     }
 }
 
@@ -168,6 +181,7 @@ pub(crate) fn decode_body_with_layout(body: &[u8], layout: Layout) -> Result<Val
         type_byte::LIST => Value::List(decode_list(&mut reader)?),
         type_byte::SET => Value::Set(decode_set(&mut reader, layout)?),
         type_byte::HASH => Value::Hash(decode_hash(&mut reader, layout)?),
+        type_byte::ZSET => Value::ZSet(decode_zset(&mut reader)?),
         _ => return Err(BadPayload),
     };
     if !reader.data.is_empty() {
@@ -233,6 +247,30 @@ fn decode_hash(reader: &mut Reader<'_>, layout: Layout) -> Result<HashValue, Bad
         Layout::Set(_) => None,
     }
     .ok_or(BadPayload)
+}
+
+/// A sorted set body after its type byte. The count is checked against the
+/// bytes that are there (each member takes at least nine); empty sets, NaN
+/// scores and repeated members are refused.
+fn decode_zset(reader: &mut Reader<'_>) -> Result<ZSetValue, BadPayload> {
+    let count = reader.length()?;
+    if count == 0 || count > reader.data.len() / 9 {
+        return Err(BadPayload);
+    }
+    let mut entries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let length = reader.length()?;
+        let member = reader.take(length)?;
+        let bits = reader.take(8)?;
+        let mut score = [0u8; 8];
+        score.copy_from_slice(bits);
+        entries.push(crate::zset::Entry::new(
+            f64::from_bits(u64::from_le_bytes(score)),
+            member,
+        ));
+    }
+    // Encoded as Redis encodes a sorted set it loads: a listpack when it fits.
+    ZSetValue::from_entries(entries).ok_or(BadPayload)
 }
 
 /// Appends `length` as an unsigned LEB128 varint.
@@ -388,6 +426,68 @@ mod tests {
             panic!("a list");
         };
         assert!(big.is_quicklist());
+    }
+
+    #[test]
+    fn zsets_round_trip_with_their_scores() {
+        let long = [b'Z'; 100];
+        let many: Vec<(f64, String)> = (0..300)
+            .map(|i| (i as f64 / 3.0, format!("m{i}")))
+            .collect();
+        for value in [
+            Value::zset([(1.5, "a")]),
+            Value::zset([
+                (-0.0, "z"),
+                (f64::INFINITY, ""),
+                (f64::NEG_INFINITY, "n"),
+                (2.0, "a"),
+            ]),
+            Value::zset([(1.0, &long[..]), (0.5, b"short")]),
+            Value::zset(many.iter().map(|(score, member)| (*score, member.as_str()))),
+        ] {
+            let payload = serialize_value(&value);
+            let decoded = deserialize_value(&payload).unwrap();
+            assert_eq!(decoded, value);
+            assert_eq!(decoded.encoding_name(), value.encoding_name());
+        }
+        let body = encode_body(&Value::zset([(1.0, "b"), (0.5, "a")]));
+        let mut expected = vec![type_byte::ZSET, 2, 1, b'a'];
+        expected.extend_from_slice(&0.5f64.to_bits().to_le_bytes());
+        expected.extend_from_slice(&[1, b'b']);
+        expected.extend_from_slice(&1.0f64.to_bits().to_le_bytes());
+        assert_eq!(body, expected);
+        // -0 keeps its sign.
+        let Ok(Value::ZSet(zset)) = decode_body(&encode_body(&Value::zset([(-0.0, "z")]))) else {
+            panic!("a sorted set");
+        };
+        assert!(zset.score(b"z").unwrap().is_sign_negative());
+    }
+
+    #[test]
+    fn malformed_zsets_are_rejected() {
+        let one = |member: &[u8], score: f64| {
+            let mut out = vec![type_byte::ZSET, 1, member.len() as u8];
+            out.extend_from_slice(member);
+            out.extend_from_slice(&score.to_bits().to_le_bytes());
+            out
+        };
+        assert!(decode_body(&one(b"a", 1.0)).is_ok());
+        assert_eq!(decode_body(&one(b"a", f64::NAN)), Err(BadPayload));
+        let mut twice = one(b"a", 1.0);
+        twice[1] = 2;
+        twice.extend_from_slice(&one(b"a", 2.0)[2..]);
+        assert_eq!(decode_body(&twice), Err(BadPayload));
+        let mut truncated = one(b"a", 1.0);
+        truncated.pop();
+        assert_eq!(decode_body(&truncated), Err(BadPayload));
+        let mut trailing = one(b"a", 1.0);
+        trailing.push(0);
+        assert_eq!(decode_body(&trailing), Err(BadPayload));
+        assert_eq!(decode_body(&[type_byte::ZSET, 0]), Err(BadPayload));
+        assert_eq!(
+            decode_body(&[type_byte::ZSET, 0xFF, 0xFF, 0xFF, 0x0F, 1, b'a']),
+            Err(BadPayload)
+        );
     }
 
     #[test]

@@ -24,12 +24,13 @@ pub mod snapshot;
 #[cfg(test)]
 mod testing;
 pub mod value;
+pub mod zset;
 
 pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
 pub use keyspace::{BlockOn, Context, Keyspace, KeyspaceConfig, Stats};
 pub use rng::Rng;
-pub use value::{HashValue, ListValue, SetValue, StringValue, Value};
+pub use value::{HashValue, ListValue, SetValue, StringValue, Value, ZSetValue};
 
 use bytes::Bytes;
 use resp::Frame;

@@ -20,6 +20,7 @@
 //!                                     hashes: 3 listpack, 6 hashtable;
 //!                                     sets: 7 intset, 3 listpack,
 //!                                     6 hashtable)
+//!                                     sorted sets: 20 listpack, 21 skiplist)
 //!         value                       varint length + the DUMP body (dump.rs:
 //!                                     type byte + serialized value)
 //! end marker                          0xFF
@@ -72,6 +73,9 @@ mod encoding {
     pub const QUICKLIST: u8 = 4;
     pub const HASHTABLE: u8 = 6;
     pub const INTSET: u8 = 7;
+    /// Sorted sets (numbered apart from the other types' encodings).
+    pub const ZSET_LISTPACK: u8 = 20;
+    pub const ZSET_SKIPLIST: u8 = 21;
 }
 
 /// Most databases a snapshot may hold.
@@ -235,6 +239,8 @@ fn encoding_of(value: &Value) -> u8 {
             SetEncoding::Listpack => encoding::LISTPACK,
             SetEncoding::Table => encoding::HASHTABLE,
         },
+        Value::ZSet(zset) if zset.is_skiplist() => encoding::ZSET_SKIPLIST,
+        Value::ZSet(_) => encoding::ZSET_LISTPACK,
     }
 }
 
@@ -253,6 +259,18 @@ fn with_encoding(value: Value, tag: u8) -> Result<Value, SnapshotError> {
         }
         // Decoded in their recorded layout already (see `layout_of`).
         value @ (Value::Hash(_) | Value::Set(_)) => Ok(value),
+        Value::ZSet(mut zset) => {
+            match tag {
+                // A set too large for a listpack cannot have been one.
+                encoding::ZSET_LISTPACK if zset.is_skiplist() => {
+                    return Err(corrupt("a listpack sorted set past the listpack limits"))
+                }
+                encoding::ZSET_LISTPACK => {}
+                encoding::ZSET_SKIPLIST => zset.convert_to_skiplist(),
+                other => return Err(corrupt(format!("encoding {other} for a sorted set"))),
+            }
+            Ok(Value::ZSet(zset))
+        }
     }
 }
 
@@ -571,7 +589,7 @@ mod tests {
                 _ => format!("v{}", rng.next_u64()),
             };
             run(&mut keyspace, &mut context, &["SET", &key, &value]);
-            match rng.below(8) {
+            match rng.below(10) {
                 // raw by APPEND / SETRANGE, embstr digits by INCRBYFLOAT.
                 0 => {
                     run(&mut keyspace, &mut context, &["APPEND", &key, "+"]);
@@ -602,6 +620,7 @@ mod tests {
                     );
                 }
                 // Hashes: listpack, or a hashtable shuffled by deletions.
+                // Sorted sets: listpack, skiplist, and a skiplist shrunk small.
                 5 => {
                     run(&mut keyspace, &mut context, &["DEL", &key]);
                     run(
@@ -636,6 +655,27 @@ mod tests {
                             let member = format!("member{member}");
                             run(&mut keyspace, &mut context, &["SREM", &key, &member]);
                         }
+                    }
+                }
+                // Sorted sets: listpack, skiplist, and a skiplist shrunk small.
+                7 => {
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["ZADD", &key, "1.5", "a", "-inf", &value, "0", "z"],
+                    );
+                }
+                8 if index % 8 == 0 => {
+                    let long = "s".repeat(65);
+                    run(&mut keyspace, &mut context, &["DEL", &key]);
+                    run(
+                        &mut keyspace,
+                        &mut context,
+                        &["ZADD", &key, "2", &long, "1", &value, "3", "x"],
+                    );
+                    if index % 16 == 0 {
+                        run(&mut keyspace, &mut context, &["ZREM", &key, &long]);
                     }
                 }
                 _ => {}
@@ -892,6 +932,7 @@ mod tests {
         let mut moved_hash_keys = 0;
         let mut list_encodings = std::collections::BTreeSet::new();
         let mut aggregate_encodings = std::collections::BTreeSet::new();
+        let mut zset_encodings = std::collections::BTreeSet::new();
         for seed in 0..40 {
             assert_round_trip(seed);
             // The samples must exercise what a naive rebuild would get wrong.
@@ -905,6 +946,9 @@ mod tests {
                     if matches!(entry.value, Value::Hash(_) | Value::Set(_)) {
                         aggregate_encodings
                             .insert((entry.value.type_name(), entry.value.encoding_name()));
+                    }
+                    if entry.value.is_zset() {
+                        zset_encodings.insert(entry.value.encoding_name());
                     }
                 }
                 let natural = (db.len() as u64).next_power_of_two().max(4);
@@ -940,6 +984,7 @@ mod tests {
             5,
             "hash and set encodings: {aggregate_encodings:?}"
         );
+        assert_eq!(zset_encodings.len(), 2, "{zset_encodings:?}");
     }
 
     #[test]
@@ -962,6 +1007,11 @@ mod tests {
         // running (LINSERT only grows) keeps its encoding through a snapshot.
         h.run(&["RPUSH", "grown", "a"]);
         h.run(&["LINSERT", "grown", "AFTER", "none", &"g".repeat(9000)]);
+        h.run(&["ZADD", "zset-listpack", "1", "a", "-0", "b"]);
+        h.run(&["ZADD", "zset-skiplist", "1", &"s".repeat(65)]);
+        // A skiplist that shrank back to listpack size stays a skiplist.
+        h.run(&["ZADD", "zset-shrunk", "1", "a", "2", &"s".repeat(65)]);
+        h.run(&["ZPOPMAX", "zset-shrunk"]);
         let expected = [
             ("int", "int"),
             ("inline", "embstr"),
@@ -974,6 +1024,9 @@ mod tests {
             ("listpack", "listpack"),
             ("quicklist", "quicklist"),
             ("grown", "quicklist"),
+            ("zset-listpack", "listpack"),
+            ("zset-skiplist", "skiplist"),
+            ("zset-shrunk", "skiplist"),
         ];
         for (key, encoding) in expected {
             assert_eq!(h.encoding(key), Some(encoding), "{key} before");
@@ -1302,6 +1355,29 @@ mod tests {
         refused(
             sealed_db(4, 0, &entry_bytes(b"k", encoding::LISTPACK, b"v"), 1),
             "a string with a list encoding",
+        );
+        let zset = Value::zset([(1.0, "a"), (2.0, "b")]);
+        for tag in [encoding::ZSET_LISTPACK, encoding::ZSET_SKIPLIST] {
+            let entry = value_entry_bytes(b"k", tag, &zset);
+            assert!(load(&sealed_db(4, 0, &entry, 1)).is_ok());
+        }
+        let large = Value::zset((0..200).map(|index| (f64::from(index), index.to_string())));
+        refused(
+            sealed_db(
+                4,
+                0,
+                &value_entry_bytes(b"k", encoding::ZSET_LISTPACK, &large),
+                1,
+            ),
+            "a listpack sorted set past the listpack limits",
+        );
+        refused(
+            sealed_db(4, 0, &value_entry_bytes(b"k", encoding::LISTPACK, &zset), 1),
+            "a sorted set with a list encoding",
+        );
+        refused(
+            sealed_db(4, 0, &entry_bytes(b"k", encoding::ZSET_SKIPLIST, b"v"), 1),
+            "a string with a sorted set encoding",
         );
         let mut bad_type = one.clone();
         let type_position = bad_type.len() - 3;

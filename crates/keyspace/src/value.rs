@@ -11,6 +11,7 @@ use bytes::Bytes;
 pub use crate::hash::HashValue;
 pub use crate::list::{End, ListElement, ListValue};
 pub use crate::set::SetValue;
+pub use crate::zset::ZSetValue;
 
 /// Longest string Redis stores as `embstr` (created whole, never modified).
 pub const EMBSTR_MAX_BYTES: usize = 44;
@@ -25,6 +26,7 @@ pub enum Value {
     List(ListValue),
     Hash(HashValue),
     Set(SetValue),
+    ZSet(ZSetValue),
 }
 
 impl Value {
@@ -35,6 +37,7 @@ impl Value {
             Value::List(_) => "list",
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -45,6 +48,7 @@ impl Value {
             Value::List(list) => list.encoding_name(),
             Value::Hash(hash) => hash.encoding_name(),
             Value::Set(set) => set.encoding_name(),
+            Value::ZSet(zset) => zset.encoding_name(),
         }
     }
 
@@ -84,6 +88,25 @@ impl Value {
             }
         }
         Value::Set(SetValue::load(unique).expect("members are unique"))
+    }
+
+    /// A sorted set of `(score, member)` pairs (scores not NaN, members unique).
+    pub fn zset<T: AsRef<[u8]>>(entries: impl IntoIterator<Item = (f64, T)>) -> Value {
+        let entries = entries
+            .into_iter()
+            .map(|(score, member)| crate::zset::Entry::new(score, member.as_ref()))
+            .collect();
+        Value::ZSet(ZSetValue::from_entries(entries).unwrap_or_default())
+    }
+
+    pub fn is_zset(&self) -> bool {
+        matches!(self, Value::ZSet(_))
+    }
+
+    /// Whether storing this value under a key may serve clients blocked on it
+    /// (lists and sorted sets; see [`crate::BlockOn`]).
+    pub fn can_serve_blocked(&self) -> bool {
+        matches!(self, Value::List(_) | Value::ZSet(_))
     }
 }
 

@@ -1,7 +1,8 @@
 //! Property test: random command sequences against the keyspace, compared reply by
 //! reply with a deliberately simple reference model (a BTreeMap of key -> value and
 //! optional expiry time, lists as a VecDeque, hashes as a BTreeMap, sets as a
-//! BTreeSet), including time moving forward between commands.
+//! BTreeSet, sorted sets as a BTreeMap of member -> score sorted on demand),
+//! including time moving forward between commands.
 
 use bytes::Bytes;
 use keyspace::{commands, Context, Keyspace};
@@ -63,6 +64,7 @@ enum Operation {
     /// SINTER, SUNION or SDIFF (0, 1, 2) of two keys, optionally stored.
     SetAlgebra(u8, usize, usize, Option<usize>),
     Spop(usize, usize),
+    Z(ZOp),
 }
 
 /// Set members: the values and a few more integers (intset encodings).
@@ -152,6 +154,9 @@ fn operation() -> impl Strategy<Value = Operation> {
         list_operation(),
         aggregate_operation(),
         aggregate_operation(),
+        zset_operation(),
+        zset_operation(),
+        zset_operation(),
     ]
 }
 
@@ -167,6 +172,7 @@ enum Stored {
     List(VecDeque<Vec<u8>>),
     Hash(ModelHash),
     Set(BTreeSet<Vec<u8>>),
+    ZSet(BTreeMap<Vec<u8>, f64>),
 }
 
 /// Redis's start/stop resolution over `length` elements (inclusive), if any.
@@ -304,6 +310,7 @@ impl Model {
                 Some((Stored::List(_), _)) => "list",
                 Some((Stored::Hash(_), _)) => "hash",
                 Some((Stored::Set(_), _)) => "set",
+                Some((Stored::ZSet(_), _)) => "zset",
             }),
             Operation::Hset(..)
             | Operation::Hget(..)
@@ -326,6 +333,7 @@ impl Model {
                 reply
             }
             Operation::Spop(..) => unreachable!("checked against the reply"),
+            Operation::Z(operation) => self.apply_zset(operation),
             _ => self.apply_list(operation),
         }
     }
@@ -752,7 +760,694 @@ fn words(operation: &Operation) -> Option<Vec<String>> {
             }
         }
         Operation::Spop(k, count) => vec!["SPOP".into(), key(k), count.to_string()],
+        Operation::Z(operation) => zset_words(operation),
     })
+}
+
+// ---- Sorted sets ---------------------------------------------------------------------
+
+/// Members: the long one (past the listpack limit) turns a set into a skiplist.
+const ZSET_MEMBERS: &[&str] = &[
+    "a",
+    "b",
+    "bb",
+    "c",
+    "d",
+    "",
+    "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm",
+];
+const SCORES: &[&str] = &["1", "2", "-1.5", "0", "3", "inf", "-inf", "2.5", "-0"];
+const SCORE_BOUNDS: &[&str] = &[
+    "-inf", "+inf", "0", "(0", "1", "(1", "2.5", "(2.5", "-1.5", "(3", "3",
+];
+const LEX_BOUNDS: &[&str] = &["-", "+", "[a", "(a", "[b", "(bb", "[c", "(d", "[", "("];
+/// The key lexicographic operations use; every member there scores 0.
+const LEX_KEY: &str = "{t}lex";
+
+#[derive(Debug, Clone)]
+enum ZOp {
+    /// Flags (a ZADD option list by index), then (score, member) pairs.
+    Add(usize, usize, Vec<(usize, usize)>),
+    IncrBy(usize, usize, usize),
+    Rem(usize, Vec<usize>),
+    Card(usize),
+    Score(usize, usize),
+    Rank(usize, usize, bool),
+    RangeByRank(usize, i64, i64, bool, bool),
+    /// Key, min, max, reverse, limit, with scores.
+    RangeByScore(usize, usize, usize, bool, Option<(i64, i64)>, bool),
+    Count(usize, usize, usize),
+    RemByRank(usize, i64, i64),
+    RemByScore(usize, usize, usize),
+    Pop(usize, bool, Option<usize>),
+    /// Operation (0 union, 1 inter, 2 diff), destination, sources, weights,
+    /// aggregate (0 sum, 1 min, 2 max).
+    Store(u8, usize, Vec<usize>, Option<Vec<usize>>, u8),
+    LexAdd(Vec<usize>),
+    LexRange(usize, usize, bool, Option<(i64, i64)>),
+    LexCount(usize, usize),
+    LexRem(usize, usize),
+}
+
+const ADD_FLAGS: &[&[&str]] = &[
+    &[],
+    &[],
+    &["NX"],
+    &["XX"],
+    &["GT"],
+    &["LT"],
+    &["CH"],
+    &["XX", "GT", "CH"],
+    &["NX", "CH"],
+    &["LT", "CH"],
+    &["NX", "XX"],
+    &["GT", "LT"],
+];
+
+fn zset_operation() -> impl Strategy<Value = Operation> {
+    let key = 0..KEYS.len();
+    let member = 0..ZSET_MEMBERS.len();
+    let score = 0..SCORES.len();
+    let bound = 0..SCORE_BOUNDS.len();
+    let lex = 0..LEX_BOUNDS.len();
+    let index = -5i64..5;
+    let limit = proptest::option::of((-1i64..4, -1i64..4));
+    let operation = prop_oneof![
+        (
+            key.clone(),
+            0..ADD_FLAGS.len(),
+            proptest::collection::vec((score.clone(), member.clone()), 1..4)
+        )
+            .prop_map(|(k, flags, pairs)| ZOp::Add(k, flags, pairs)),
+        (
+            key.clone(),
+            Just(0usize),
+            proptest::collection::vec((score.clone(), member.clone()), 1..4)
+        )
+            .prop_map(|(k, flags, pairs)| ZOp::Add(k, flags, pairs)),
+        (key.clone(), score.clone(), member.clone()).prop_map(|(k, s, m)| ZOp::IncrBy(k, s, m)),
+        (key.clone(), proptest::collection::vec(member.clone(), 1..3))
+            .prop_map(|(k, members)| ZOp::Rem(k, members)),
+        key.clone().prop_map(ZOp::Card),
+        (key.clone(), member.clone()).prop_map(|(k, m)| ZOp::Score(k, m)),
+        (key.clone(), member.clone(), any::<bool>()).prop_map(|(k, m, r)| ZOp::Rank(k, m, r)),
+        (
+            key.clone(),
+            index.clone(),
+            index.clone(),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(k, a, b, r, w)| ZOp::RangeByRank(k, a, b, r, w)),
+        (
+            key.clone(),
+            bound.clone(),
+            bound.clone(),
+            any::<bool>(),
+            limit.clone(),
+            any::<bool>()
+        )
+            .prop_map(|(k, a, b, r, l, w)| ZOp::RangeByScore(k, a, b, r, l, w)),
+        (key.clone(), bound.clone(), bound.clone()).prop_map(|(k, a, b)| ZOp::Count(k, a, b)),
+        (key.clone(), index.clone(), index).prop_map(|(k, a, b)| ZOp::RemByRank(k, a, b)),
+        (key.clone(), bound.clone(), bound).prop_map(|(k, a, b)| ZOp::RemByScore(k, a, b)),
+        (key.clone(), any::<bool>(), proptest::option::of(0usize..4))
+            .prop_map(|(k, max, count)| ZOp::Pop(k, max, count)),
+        (
+            0u8..3,
+            key.clone(),
+            proptest::collection::vec(key, 1..4),
+            proptest::option::of(proptest::collection::vec(score, 3)),
+            0u8..3
+        )
+            .prop_map(|(op, destination, sources, weights, aggregate)| {
+                let weights = weights.map(|mut weights| {
+                    weights.truncate(sources.len());
+                    weights
+                });
+                ZOp::Store(op, destination, sources, weights, aggregate)
+            }),
+        proptest::collection::vec(member, 1..4).prop_map(ZOp::LexAdd),
+        (lex.clone(), lex.clone(), any::<bool>(), limit)
+            .prop_map(|(a, b, r, l)| ZOp::LexRange(a, b, r, l)),
+        (lex.clone(), lex.clone()).prop_map(|(a, b)| ZOp::LexCount(a, b)),
+        (lex.clone(), lex).prop_map(|(a, b)| ZOp::LexRem(a, b)),
+    ];
+    operation.prop_map(Operation::Z)
+}
+
+fn zset_words(operation: &ZOp) -> Vec<String> {
+    let key = |index: &usize| KEYS[*index].to_string();
+    let member = |index: &usize| ZSET_MEMBERS[*index].to_string();
+    let score = |index: &usize| SCORES[*index].to_string();
+    let bound = |index: &usize| SCORE_BOUNDS[*index].to_string();
+    let lex = |index: &usize| LEX_BOUNDS[*index].to_string();
+    let strings = |words: &[&str]| {
+        words
+            .iter()
+            .map(|word| word.to_string())
+            .collect::<Vec<_>>()
+    };
+    let limit_words = |limit: &Option<(i64, i64)>| match limit {
+        Some((offset, count)) => vec!["LIMIT".into(), offset.to_string(), count.to_string()],
+        None => Vec::new(),
+    };
+    match operation {
+        ZOp::Add(k, flags, pairs) => {
+            let mut words = vec!["ZADD".into(), key(k)];
+            words.extend(strings(ADD_FLAGS[*flags]));
+            for (s, m) in pairs {
+                words.push(score(s));
+                words.push(member(m));
+            }
+            words
+        }
+        ZOp::IncrBy(k, s, m) => vec!["ZINCRBY".into(), key(k), score(s), member(m)],
+        ZOp::Rem(k, members) => {
+            let mut words = vec!["ZREM".into(), key(k)];
+            words.extend(members.iter().map(member));
+            words
+        }
+        ZOp::Card(k) => vec!["ZCARD".into(), key(k)],
+        ZOp::Score(k, m) => vec!["ZSCORE".into(), key(k), member(m)],
+        ZOp::Rank(k, m, reverse) => vec![
+            if *reverse { "ZREVRANK" } else { "ZRANK" }.into(),
+            key(k),
+            member(m),
+        ],
+        ZOp::RangeByRank(k, start, stop, reverse, with_scores) => {
+            let mut words = vec!["ZRANGE".into(), key(k), start.to_string(), stop.to_string()];
+            if *reverse {
+                words.push("REV".into());
+            }
+            if *with_scores {
+                words.push("WITHSCORES".into());
+            }
+            words
+        }
+        ZOp::RangeByScore(k, min, max, reverse, limit, with_scores) => {
+            let (first, second) = if *reverse { (max, min) } else { (min, max) };
+            let mut words = vec![
+                if *reverse {
+                    "ZREVRANGEBYSCORE"
+                } else {
+                    "ZRANGEBYSCORE"
+                }
+                .into(),
+                key(k),
+                bound(first),
+                bound(second),
+            ];
+            if *with_scores {
+                words.push("WITHSCORES".into());
+            }
+            words.extend(limit_words(limit));
+            words
+        }
+        ZOp::Count(k, min, max) => vec!["ZCOUNT".into(), key(k), bound(min), bound(max)],
+        ZOp::RemByRank(k, start, stop) => vec![
+            "ZREMRANGEBYRANK".into(),
+            key(k),
+            start.to_string(),
+            stop.to_string(),
+        ],
+        ZOp::RemByScore(k, min, max) => {
+            vec!["ZREMRANGEBYSCORE".into(), key(k), bound(min), bound(max)]
+        }
+        ZOp::Pop(k, max, count) => {
+            let mut words = vec![if *max { "ZPOPMAX" } else { "ZPOPMIN" }.into(), key(k)];
+            words.extend(count.map(|count| count.to_string()));
+            words
+        }
+        ZOp::Store(op, destination, sources, weights, aggregate) => {
+            let name = ["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"][*op as usize];
+            let mut words = vec![name.into(), key(destination), sources.len().to_string()];
+            words.extend(sources.iter().map(key));
+            if *op != 2 {
+                if let Some(weights) = weights {
+                    words.push("WEIGHTS".into());
+                    words.extend(weights.iter().map(score));
+                }
+                words.push("AGGREGATE".into());
+                words.push(["SUM", "MIN", "MAX"][*aggregate as usize].into());
+            }
+            words
+        }
+        ZOp::LexAdd(members) => {
+            let mut words = vec!["ZADD".into(), LEX_KEY.into()];
+            for m in members {
+                words.push("0".into());
+                words.push(member(m));
+            }
+            words
+        }
+        ZOp::LexRange(min, max, reverse, limit) => {
+            let (first, second) = if *reverse { (max, min) } else { (min, max) };
+            let mut words = vec![
+                if *reverse {
+                    "ZREVRANGEBYLEX"
+                } else {
+                    "ZRANGEBYLEX"
+                }
+                .into(),
+                LEX_KEY.into(),
+                lex(first),
+                lex(second),
+            ];
+            words.extend(limit_words(limit));
+            words
+        }
+        ZOp::LexCount(min, max) => vec!["ZLEXCOUNT".into(), LEX_KEY.into(), lex(min), lex(max)],
+        ZOp::LexRem(min, max) => vec!["ZREMRANGEBYLEX".into(), LEX_KEY.into(), lex(min), lex(max)],
+    }
+}
+
+/// A score bound: value and exclusiveness.
+fn model_bound(text: &str) -> (f64, bool) {
+    let (exclusive, number) = match text.strip_prefix('(') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let value = match number {
+        "-inf" => f64::NEG_INFINITY,
+        "+inf" | "inf" => f64::INFINITY,
+        other => other.parse().expect("a number"),
+    };
+    (value, exclusive)
+}
+
+fn in_score_range(score: f64, min: &str, max: &str) -> bool {
+    let ((low, low_exclusive), (high, high_exclusive)) = (model_bound(min), model_bound(max));
+    let above = if low_exclusive {
+        score > low
+    } else {
+        score >= low
+    };
+    let below = if high_exclusive {
+        score < high
+    } else {
+        score <= high
+    };
+    above && below
+}
+
+fn in_lex_range(member: &[u8], min: &str, max: &str) -> bool {
+    let above = match min {
+        "-" => true,
+        "+" => false,
+        _ if min.starts_with('(') => member > &min.as_bytes()[1..],
+        _ => member >= &min.as_bytes()[1..],
+    };
+    let below = match max {
+        "-" => false,
+        "+" => true,
+        _ if max.starts_with('(') => member < &max.as_bytes()[1..],
+        _ => member <= &max.as_bytes()[1..],
+    };
+    above && below
+}
+
+/// The set's entries in score order (then bytes).
+fn ordered(set: &BTreeMap<Vec<u8>, f64>) -> Vec<(Vec<u8>, f64)> {
+    let mut entries: Vec<(Vec<u8>, f64)> = set.iter().map(|(m, s)| (m.clone(), *s)).collect();
+    entries.sort_by(|a, b| {
+        a.1.partial_cmp(&b.1)
+            .expect("no NaN")
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    entries
+}
+
+fn entries_frame(entries: &[(Vec<u8>, f64)], with_scores: bool) -> Frame {
+    let mut items = Vec::new();
+    for (member, score) in entries {
+        items.push(Frame::bulk(member.clone()));
+        if with_scores {
+            items.push(Frame::Double(*score));
+        }
+    }
+    Frame::Array(items)
+}
+
+/// Redis's LIMIT over a selection: a negative offset, or one at or past the
+/// set's size, selects nothing; a negative count takes all.
+fn apply_limit(
+    selected: Vec<(Vec<u8>, f64)>,
+    limit: &Option<(i64, i64)>,
+    set_size: usize,
+) -> Vec<(Vec<u8>, f64)> {
+    let Some((offset, count)) = *limit else {
+        return selected;
+    };
+    if offset < 0 || (offset > 0 && offset as usize >= set_size) {
+        return Vec::new();
+    }
+    let count = if count < 0 {
+        usize::MAX
+    } else {
+        count as usize
+    };
+    selected
+        .into_iter()
+        .skip(offset as usize)
+        .take(count)
+        .collect()
+}
+
+impl Model {
+    /// The sorted set at `key`: Ok(None) when absent, WRONGTYPE for other types.
+    fn zset(&mut self, key: &[u8]) -> Result<Option<&mut BTreeMap<Vec<u8>, f64>>, Frame> {
+        match self.keys.get_mut(key) {
+            None => Ok(None),
+            Some((Stored::ZSet(set), _)) => Ok(Some(set)),
+            Some(_) => Err(Frame::error(WRONGTYPE)),
+        }
+    }
+
+    fn apply_zset(&mut self, operation: &ZOp) -> Frame {
+        let reply = match self.zset_reply(operation) {
+            Ok(reply) | Err(reply) => reply,
+        };
+        let empty: Vec<Vec<u8>> = self
+            .keys
+            .iter()
+            .filter(|(_, (stored, _))| matches!(stored, Stored::ZSet(set) if set.is_empty()))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in empty {
+            self.keys.remove(&key);
+        }
+        reply
+    }
+
+    fn zset_reply(&mut self, operation: &ZOp) -> Result<Frame, Frame> {
+        let key = |index: &usize| KEYS[*index].as_bytes().to_vec();
+        let member = |index: &usize| ZSET_MEMBERS[*index].as_bytes().to_vec();
+        let score = |index: &usize| -> f64 {
+            match SCORES[*index] {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                other => other.parse().expect("a number"),
+            }
+        };
+        Ok(match operation {
+            ZOp::Add(k, flags, pairs) => {
+                let flags = ADD_FLAGS[*flags];
+                let has = |flag: &str| flags.contains(&flag);
+                if has("NX") && has("XX") {
+                    return Err(Frame::error(
+                        "ERR XX and NX options at the same time are not compatible",
+                    ));
+                }
+                if has("GT") && has("LT") {
+                    return Err(Frame::error(
+                        "ERR GT, LT, and/or NX options at the same time are not compatible",
+                    ));
+                }
+                let (nx, xx, gt, lt) = (has("NX"), has("XX"), has("GT"), has("LT"));
+                if self.zset(&key(k))?.is_none() {
+                    if xx {
+                        return Ok(Frame::Integer(0));
+                    }
+                    self.keys
+                        .insert(key(k), (Stored::ZSet(BTreeMap::new()), None));
+                }
+                let set = self.zset(&key(k))?.expect("created");
+                let (mut added, mut updated) = (0, 0);
+                for (s, m) in pairs {
+                    let (new, m) = (score(s), member(m));
+                    match set.get(&m).copied() {
+                        Some(_) if nx => {}
+                        Some(current) => {
+                            if (lt && new >= current) || (gt && new <= current) {
+                                continue;
+                            }
+                            if new != current {
+                                set.insert(m, new);
+                                updated += 1;
+                            }
+                        }
+                        None if xx => {}
+                        None => {
+                            set.insert(m, new);
+                            added += 1;
+                        }
+                    }
+                }
+                Frame::Integer(if has("CH") { added + updated } else { added })
+            }
+            ZOp::IncrBy(k, s, m) => {
+                if self.zset(&key(k))?.is_none() {
+                    self.keys
+                        .insert(key(k), (Stored::ZSet(BTreeMap::new()), None));
+                }
+                let set = self.zset(&key(k))?.expect("created");
+                let new = set
+                    .get(&member(m))
+                    .map_or(score(s), |current| current + score(s));
+                if new.is_nan() {
+                    return Err(Frame::error("ERR resulting score is not a number (NaN)"));
+                }
+                set.insert(member(m), new);
+                Frame::Double(new)
+            }
+            ZOp::Rem(k, members) => {
+                let Some(set) = self.zset(&key(k))? else {
+                    return Ok(Frame::Integer(0));
+                };
+                let mut removed = 0;
+                for m in members {
+                    removed += i64::from(set.remove(&member(m)).is_some());
+                }
+                Frame::Integer(removed)
+            }
+            ZOp::Card(k) => Frame::Integer(self.zset(&key(k))?.map_or(0, |set| set.len() as i64)),
+            ZOp::Score(k, m) => self
+                .zset(&key(k))?
+                .and_then(|set| set.get(&member(m)).copied())
+                .map_or(Frame::Null, Frame::Double),
+            ZOp::Rank(k, m, reverse) => {
+                let Some(set) = self.zset(&key(k))? else {
+                    return Ok(Frame::Null);
+                };
+                let mut entries = ordered(set);
+                if *reverse {
+                    entries.reverse();
+                }
+                entries
+                    .iter()
+                    .position(|(candidate, _)| *candidate == member(m))
+                    .map_or(Frame::Null, |rank| Frame::Integer(rank as i64))
+            }
+            ZOp::RangeByRank(k, start, stop, reverse, with_scores) => {
+                let mut entries = self
+                    .zset(&key(k))?
+                    .map(|set| ordered(set))
+                    .unwrap_or_default();
+                if *reverse {
+                    entries.reverse();
+                }
+                match model_range(*start, *stop, entries.len()) {
+                    Some((first, last)) => entries_frame(&entries[first..=last], *with_scores),
+                    None => Frame::Array(Vec::new()),
+                }
+            }
+            ZOp::RangeByScore(k, min, max, reverse, limit, with_scores) => {
+                let entries = self
+                    .zset(&key(k))?
+                    .map(|set| ordered(set))
+                    .unwrap_or_default();
+                let size = entries.len();
+                let (min, max) = (SCORE_BOUNDS[*min], SCORE_BOUNDS[*max]);
+                let mut selected: Vec<_> = entries
+                    .into_iter()
+                    .filter(|(_, score)| in_score_range(*score, min, max))
+                    .collect();
+                if *reverse {
+                    selected.reverse();
+                }
+                entries_frame(&apply_limit(selected, limit, size), *with_scores)
+            }
+            ZOp::Count(k, min, max) => {
+                let (min, max) = (SCORE_BOUNDS[*min], SCORE_BOUNDS[*max]);
+                Frame::Integer(self.zset(&key(k))?.map_or(0, |set| {
+                    set.values()
+                        .filter(|score| in_score_range(**score, min, max))
+                        .count() as i64
+                }))
+            }
+            ZOp::RemByRank(k, start, stop) => {
+                let Some(set) = self.zset(&key(k))? else {
+                    return Ok(Frame::Integer(0));
+                };
+                let entries = ordered(set);
+                let Some((first, last)) = model_range(*start, *stop, entries.len()) else {
+                    return Ok(Frame::Integer(0));
+                };
+                for (member, _) in &entries[first..=last] {
+                    set.remove(member);
+                }
+                Frame::Integer((last - first + 1) as i64)
+            }
+            ZOp::RemByScore(k, min, max) => {
+                let (min, max) = (SCORE_BOUNDS[*min], SCORE_BOUNDS[*max]);
+                let Some(set) = self.zset(&key(k))? else {
+                    return Ok(Frame::Integer(0));
+                };
+                let before = set.len();
+                set.retain(|_, score| !in_score_range(*score, min, max));
+                Frame::Integer((before - set.len()) as i64)
+            }
+            ZOp::Pop(k, highest, count) => {
+                let Some(set) = self.zset(&key(k))? else {
+                    return Ok(Frame::Array(Vec::new()));
+                };
+                let mut entries = ordered(set);
+                if *highest {
+                    entries.reverse();
+                }
+                entries.truncate(count.unwrap_or(1));
+                for (member, _) in &entries {
+                    set.remove(member);
+                }
+                entries_frame(&entries, true)
+            }
+            ZOp::Store(op, destination, sources, weights, aggregate) => {
+                let mut inputs = Vec::new();
+                for (position, source) in sources.iter().enumerate() {
+                    // A plain set takes part with every member scoring 1.
+                    let set = match self.keys.get(&key(source)) {
+                        Some((Stored::Set(members), _)) => {
+                            members.iter().map(|member| (member.clone(), 1.0)).collect()
+                        }
+                        _ => self.zset(&key(source))?.cloned().unwrap_or_default(),
+                    };
+                    let weight = match (op, weights) {
+                        (0 | 1, Some(weights)) => score(&weights[position]),
+                        _ => 1.0,
+                    };
+                    inputs.push((set, weight));
+                }
+                let weighted = |value: f64, weight: f64| {
+                    let product = value * weight;
+                    if product.is_nan() {
+                        0.0
+                    } else {
+                        product
+                    }
+                };
+                let combine = |total: &mut f64, value: f64| match aggregate {
+                    0 => {
+                        *total += value;
+                        if total.is_nan() {
+                            *total = 0.0;
+                        }
+                    }
+                    1 => *total = if value < *total { value } else { *total },
+                    _ => *total = if value > *total { value } else { *total },
+                };
+                if *op != 2 {
+                    inputs.sort_by_key(|(set, _)| set.len());
+                }
+                let mut result = BTreeMap::new();
+                match op {
+                    0 => {
+                        for (set, weight) in &inputs {
+                            for (member, value) in set {
+                                let value = weighted(*value, *weight);
+                                match result.get_mut(member) {
+                                    Some(total) => combine(total, value),
+                                    None => {
+                                        result.insert(member.clone(), value);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    1 => {
+                        let (first, weight) = &inputs[0];
+                        'members: for (member, value) in first {
+                            let mut total = weighted(*value, *weight);
+                            for (other, other_weight) in &inputs[1..] {
+                                let Some(found) = other.get(member) else {
+                                    continue 'members;
+                                };
+                                combine(&mut total, weighted(*found, *other_weight));
+                            }
+                            result.insert(member.clone(), total);
+                        }
+                    }
+                    _ => {
+                        for (member, value) in &inputs[0].0 {
+                            if inputs[1..]
+                                .iter()
+                                .all(|(other, _)| !other.contains_key(member))
+                            {
+                                result.insert(member.clone(), *value);
+                            }
+                        }
+                    }
+                }
+                let size = result.len();
+                if result.is_empty() {
+                    self.keys.remove(&key(destination));
+                } else {
+                    self.keys
+                        .insert(key(destination), (Stored::ZSet(result), None));
+                }
+                Frame::Integer(size as i64)
+            }
+            ZOp::LexAdd(members) => {
+                let lex_key = LEX_KEY.as_bytes().to_vec();
+                let set = match self
+                    .keys
+                    .entry(lex_key)
+                    .or_insert((Stored::ZSet(BTreeMap::new()), None))
+                {
+                    (Stored::ZSet(set), _) => set,
+                    _ => unreachable!("only sorted sets live there"),
+                };
+                let mut added = 0;
+                for m in members {
+                    added += i64::from(set.insert(member(m), 0.0).is_none());
+                }
+                Frame::Integer(added)
+            }
+            ZOp::LexRange(min, max, reverse, limit) => {
+                let entries = self
+                    .zset(LEX_KEY.as_bytes())?
+                    .map(|set| ordered(set))
+                    .unwrap_or_default();
+                let size = entries.len();
+                let (min, max) = (LEX_BOUNDS[*min], LEX_BOUNDS[*max]);
+                let mut selected: Vec<_> = entries
+                    .into_iter()
+                    .filter(|(member, _)| in_lex_range(member, min, max))
+                    .collect();
+                if *reverse {
+                    selected.reverse();
+                }
+                entries_frame(&apply_limit(selected, limit, size), false)
+            }
+            ZOp::LexCount(min, max) => {
+                let (min, max) = (LEX_BOUNDS[*min], LEX_BOUNDS[*max]);
+                Frame::Integer(self.zset(LEX_KEY.as_bytes())?.map_or(0, |set| {
+                    set.keys()
+                        .filter(|member| in_lex_range(member, min, max))
+                        .count() as i64
+                }))
+            }
+            ZOp::LexRem(min, max) => {
+                let (min, max) = (LEX_BOUNDS[*min], LEX_BOUNDS[*max]);
+                let Some(set) = self.zset(LEX_KEY.as_bytes())? else {
+                    return Ok(Frame::Integer(0));
+                };
+                let before = set.len();
+                set.retain(|member, _| !in_lex_range(member, min, max));
+                Frame::Integer((before - set.len()) as i64)
+            }
+        })
+    }
 }
 
 fn sorted(frame: Frame) -> Frame {

@@ -83,6 +83,25 @@ const WORDS: &[&str] = &[
     "f",
     "4611686018427387904",
     "-4611686018427387905",
+    "WITHSCORES",
+    "WITHSCORE",
+    "BYSCORE",
+    "BYLEX",
+    "REV",
+    "CH",
+    "INCR",
+    "MIN",
+    "MAX",
+    "WEIGHTS",
+    "AGGREGATE",
+    "SUM",
+    "(1",
+    "(",
+    "[a",
+    "-",
+    "+",
+    "+inf",
+    "-9223372036854775807",
 ];
 
 fn command_names() -> Vec<String> {
@@ -128,16 +147,21 @@ proptest! {
                     prop_assert!(!block.keys.is_empty());
                 }
             }
-            // Lists, hashes and sets are never left empty.
+            // Lists, hashes, sets and sorted sets are never left empty; sorted
+            // sets keep their invariants.
             for db in keyspace.dbs() {
                 for (key, entry) in db.entries() {
                     let empty = match &entry.value {
                         Value::List(list) => list.is_empty(),
                         Value::Hash(hash) => hash.is_empty(),
                         Value::Set(set) => set.is_empty(),
+                        Value::ZSet(zset) => zset.is_empty(),
                         Value::String(_) => false,
                     };
                     prop_assert!(!empty, "{:?} is an empty {}", key, entry.value.type_name());
+                    if let Value::ZSet(zset) = &entry.value {
+                        prop_assert_eq!(zset.check(), Ok(()), "{:?}", key);
+                    }
                 }
             }
             context.now_ms += 7;

@@ -30,6 +30,9 @@ pub struct Waiter {
     pub arguments: Vec<Bytes>,
     /// The keys waited for, each once.
     pub keys: Vec<Bytes>,
+    /// The type that serves it (`list`, `zset`): a key made ready while it
+    /// holds another type leaves the waiter waiting, as in Redis.
+    pub wants: &'static str,
     /// What the client gets when the wait ends without data.
     pub timeout_reply: Frame,
 }
@@ -130,16 +133,16 @@ impl Blocking {
         }
     }
 
-    /// The oldest waiter for `key` whose command is not already running, marked
-    /// in flight: the caller must [`finish`](Self::finish) or
-    /// [`give_back`](Self::give_back) it.
-    pub fn take_first(&self, db: usize, key: &Bytes) -> Option<(u64, Waiter)> {
+    /// The oldest waiter for `key` that a value of type `holding` can serve
+    /// and whose command is not already running, marked in flight: the caller
+    /// must [`finish`](Self::finish) or [`give_back`](Self::give_back) it.
+    pub fn take_first(&self, db: usize, key: &Bytes, holding: &str) -> Option<(u64, Waiter)> {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let queue = inner.queues.get(&(db, key.clone()))?;
         for &ticket in queue {
             if let Some(entry) = inner.waiters.get_mut(&ticket) {
-                if !entry.in_flight {
+                if !entry.in_flight && entry.waiter.wants == holding {
                     entry.in_flight = true;
                     return Some((ticket, entry.waiter.clone()));
                 }
@@ -198,6 +201,15 @@ impl Blocking {
         true
     }
 
+    /// The type a blocking command waits for.
+    pub fn wanted_type(spec: &CommandSpec) -> &'static str {
+        if spec.name.starts_with("bz") {
+            "zset"
+        } else {
+            "list"
+        }
+    }
+
     /// Every key some waiter waits for.
     pub fn waited_keys(&self) -> Vec<(usize, Bytes)> {
         self.lock().queues.keys().cloned().collect()
@@ -229,6 +241,7 @@ mod tests {
                 .map(|key| Bytes::copy_from_slice(key.as_bytes()))
                 .collect(),
             timeout_reply: Frame::NullArray,
+            wants: "list",
         }
     }
 
@@ -243,31 +256,37 @@ mod tests {
         let (second, _second_reply) = blocking.block(waiter(2, &["b"]));
         assert_eq!(blocking.count(), 2);
 
-        let (ticket, taken) = blocking.take_first(0, &key("b")).expect("first waiter");
+        let (ticket, taken) = blocking
+            .take_first(0, &key("b"), "list")
+            .expect("first waiter");
         assert_eq!((ticket, taken.client), (first, 1));
         // In flight: the next take skips it.
-        let (next, _) = blocking.take_first(0, &key("b")).expect("second waiter");
+        let (next, _) = blocking
+            .take_first(0, &key("b"), "list")
+            .expect("second waiter");
         assert_eq!(next, second);
         blocking.give_back(next);
         blocking.give_back(ticket);
         // Given back: first in line again.
         assert_eq!(
-            blocking.take_first(0, &key("b")).map(|(t, _)| t),
+            blocking.take_first(0, &key("b"), "list").map(|(t, _)| t),
             Some(first)
         );
         blocking.finish(first, Frame::Integer(7));
         assert_eq!(first_reply.try_recv().ok(), Some(Frame::Integer(7)));
         assert_eq!(blocking.count(), 1);
+        // A key holding another type serves nobody here.
+        assert!(blocking.take_first(0, &key("b"), "zset").is_none());
         // Finished waiters leave every queue.
-        assert!(blocking.take_first(0, &key("a")).is_none());
-        assert!(blocking.take_first(1, &key("b")).is_none());
+        assert!(blocking.take_first(0, &key("a"), "list").is_none());
+        assert!(blocking.take_first(1, &key("b"), "list").is_none());
     }
 
     #[test]
     fn cancel_reports_how_it_found_the_waiter() {
         let blocking = Blocking::new();
         let (ticket, _reply) = blocking.block(waiter(1, &["a"]));
-        let (taken, _) = blocking.take_first(0, &key("a")).expect("waiter");
+        let (taken, _) = blocking.take_first(0, &key("a"), "list").expect("waiter");
         assert_eq!(taken, ticket);
         assert_eq!(blocking.cancel(ticket), Cancelled::InFlight);
         blocking.give_back(ticket);
@@ -289,7 +308,7 @@ mod tests {
 
         blocking.block(waiter(1, &["a"]));
         let (in_flight, _) = blocking.block(waiter(2, &["b"]));
-        blocking.take_first(0, &key("b"));
+        blocking.take_first(0, &key("b"), "list");
         let taken = blocking.take_all();
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].0.client, 1);

@@ -2,7 +2,7 @@
 //! them in order, and write all their replies with one write. The keyspace lock is
 //! taken once for a run of keyspace commands in the same read, not per command.
 
-use crate::blocking::{Cancelled, Waiter};
+use crate::blocking::{Blocking, Cancelled, Waiter};
 use crate::clients::ClientInfo;
 use crate::clock;
 use crate::server::{Shared, Store};
@@ -156,6 +156,7 @@ pub fn block_client(
         arguments: arguments.to_vec(),
         keys: block.keys,
         timeout_reply: timeout_reply.clone(),
+        wants: Blocking::wanted_type(spec),
     };
     let (ticket, reply) = shared.blocking.block(waiter);
     session.blocked = Some(Blocked {
@@ -372,7 +373,11 @@ fn serve_blocked_clients<'a>(
             return;
         }
         for (db, key) in ready {
-            while let Some((ticket, waiter)) = shared.blocking.take_first(db, &key) {
+            let holding = match store.keyspace.db_ref(db).peek(&key, now_ms) {
+                Some(entry) => entry.value.type_name(),
+                None => continue,
+            };
+            while let Some((ticket, waiter)) = shared.blocking.take_first(db, &key, holding) {
                 let seed = store.rng.next_u64();
                 let mut context = Context {
                     now_ms,

@@ -259,7 +259,20 @@ async fn serve_blocked(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::
             if !seen.insert((db, key.clone())) {
                 continue;
             }
-            while let Some((ticket, waiter)) = replica.blocking.take_first(db, &key) {
+            let holding = {
+                let state = lock(&replica.group.state);
+                let now_ms = clock::unix_ms().max(state.log_time_ms);
+                match state
+                    .keyspace
+                    .dbs()
+                    .get(db)
+                    .and_then(|d| d.peek(&key, now_ms))
+                {
+                    Some(entry) => entry.value.type_name(),
+                    None => continue,
+                }
+            };
+            while let Some((ticket, waiter)) = replica.blocking.take_first(db, &key, holding) {
                 let (reply, block) = crate::replicated::propose(
                     &replica,
                     waiter.db,

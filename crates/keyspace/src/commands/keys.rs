@@ -639,10 +639,10 @@ fn rename_generic(
     let Some(entry) = db.remove(source) else {
         return Frame::error(errors::NO_SUCH_KEY);
     };
-    let is_list = entry.value.is_list();
+    let serves_blocked = entry.value.can_serve_blocked();
     // The whole entry moves: value, TTL and access data.
     db.insert_entry(target, entry);
-    if is_list {
+    if serves_blocked {
         keyspace.signal_ready(context.db, target);
     }
     keyspace.stats.dirty += 1;
@@ -696,9 +696,9 @@ fn copy(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
     if db.contains(target, context.now_ms) && !replace {
         return Frame::Integer(0);
     }
-    let is_list = value.is_list();
+    let serves_blocked = value.can_serve_blocked();
     db.set(target, value, expire_at, access);
-    if is_list {
+    if serves_blocked {
         keyspace.signal_ready(target_db, target);
     }
     keyspace.stats.dirty += 1;
@@ -726,9 +726,9 @@ fn move_command(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byt
     let Some(entry) = keyspace.db(context.db).remove(key) else {
         return Frame::Integer(0);
     };
-    let is_list = entry.value.is_list();
+    let serves_blocked = entry.value.can_serve_blocked();
     keyspace.db(target_db).insert_entry(key, entry);
-    if is_list {
+    if serves_blocked {
         keyspace.signal_ready(target_db, key);
     }
     keyspace.stats.dirty += 1;
@@ -752,7 +752,7 @@ fn keys(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 /// A SCAN cursor as Redis reads it with `strtoul`: optional sign (a minus negates
 /// modulo 2^64), decimal digits, nothing else, no leading space, no overflow. An
 /// empty argument is cursor 0, as in Redis.
-pub(super) fn parse_cursor(argument: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(argument: &[u8]) -> Option<u64> {
     if argument.is_empty() {
         return Some(0);
     }
@@ -1062,9 +1062,9 @@ fn restore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
             }
         }
         _ => {
-            let is_list = value.is_list();
+            let serves_blocked = value.can_serve_blocked();
             db.set(key, value, expire_at.map(|at| at as u64), access);
-            if is_list {
+            if serves_blocked {
                 keyspace.signal_ready(context.db, key);
             }
             keyspace.stats.dirty += 1;

@@ -438,7 +438,7 @@ fn parse_positive(argument: &[u8], error: &'static str) -> Result<usize, Frame> 
 
 /// A blocking timeout in seconds as Redis reads it: a `long double`, times
 /// 1000, rounded up to whole milliseconds; 0 waits forever.
-fn parse_timeout(argument: &[u8], now_ms: u64) -> Result<u64, Frame> {
+pub(crate) fn parse_timeout(argument: &[u8], now_ms: u64) -> Result<u64, Frame> {
     let seconds = LongDouble::parse(argument).ok_or_else(|| Frame::error(TIMEOUT_NOT_FLOAT))?;
     let milliseconds = seconds
         .mul_small(1000)
@@ -455,7 +455,7 @@ fn parse_timeout(argument: &[u8], now_ms: u64) -> Result<u64, Frame> {
 }
 
 /// Records that the command waits for `keys` (each once, in order).
-fn block_on(context: &mut Context, keys: &[Bytes], timeout_ms: u64) {
+pub(crate) fn block_on(context: &mut Context, keys: &[Bytes], timeout_ms: u64) {
     let mut seen: BTreeSet<&[u8]> = BTreeSet::new();
     let mut unique = Vec::new();
     for key in keys {

@@ -7,6 +7,7 @@ pub mod lists;
 pub mod server;
 pub mod sets;
 pub mod strings;
+pub mod zsets;
 
 use crate::command::CommandSpec;
 use crate::errors;
@@ -20,6 +21,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     lists::COMMANDS,
     hashes::COMMANDS,
     sets::COMMANDS,
+    zsets::COMMANDS,
     keys::COMMANDS,
     server::COMMANDS,
 ];
