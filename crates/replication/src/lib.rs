@@ -7,6 +7,7 @@
 pub mod codec;
 pub mod group;
 pub mod log_store;
+pub mod meta;
 pub mod network;
 pub mod runtime;
 pub mod state_machine;

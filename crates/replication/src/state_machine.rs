@@ -148,6 +148,14 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             state.keyspace.active_expire_cycle(now_ms);
             Response::default()
         }
+        Op::PutTopology { .. } | Op::PutLeader { .. } => {
+            let mut context = Context::new(now_ms, request.seed);
+            let reply = crate::meta::apply(state, &mut context, &request.op);
+            Response {
+                replies: vec![reply],
+                block: None,
+            }
+        }
         Op::Exec {
             db,
             resp3: _,

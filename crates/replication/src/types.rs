@@ -60,6 +60,17 @@ pub enum Op {
     },
     /// Active expiry: delete keys whose deadline is before the entry's time.
     ExpireTick,
+    /// Metadata group: replace the cluster topology (the `cluster` crate's
+    /// encoding) with `topology` at `epoch`, if the stored one is still at
+    /// `expected_epoch` (see [`crate::meta`]).
+    PutTopology {
+        expected_epoch: u64,
+        epoch: u64,
+        topology: Bytes,
+    },
+    /// Metadata group: `node` leads shard `shard` in Raft term `term` (kept
+    /// only if newer than the recorded term).
+    PutLeader { shard: u64, node: u64, term: u64 },
 }
 
 impl Request {
@@ -83,6 +94,13 @@ impl fmt::Display for Request {
                 )
             }
             Op::ExpireTick => write!(formatter, "expire-tick t={}", self.now_ms),
+            Op::PutTopology { epoch, .. } => write!(formatter, "put-topology epoch={epoch}"),
+            Op::PutLeader { shard, node, term } => {
+                write!(
+                    formatter,
+                    "put-leader shard={shard} node={node} term={term}"
+                )
+            }
         }
     }
 }
