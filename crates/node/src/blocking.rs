@@ -24,6 +24,8 @@ use tokio::sync::oneshot;
 pub struct Waiter {
     /// The client's id (CLIENT UNBLOCK names clients by it).
     pub client: u64,
+    /// The Raft group whose keyspace it waits on (0 for a standalone node).
+    pub group: u64,
     pub db: usize,
     pub protocol: Protocol,
     pub spec: &'static CommandSpec,
@@ -136,13 +138,20 @@ impl Blocking {
     /// The oldest waiter for `key` that a value of type `holding` can serve
     /// and whose command is not already running, marked in flight: the caller
     /// must [`finish`](Self::finish) or [`give_back`](Self::give_back) it.
-    pub fn take_first(&self, db: usize, key: &Bytes, holding: &str) -> Option<(u64, Waiter)> {
+    pub fn take_first(
+        &self,
+        group: u64,
+        db: usize,
+        key: &Bytes,
+        holding: &str,
+    ) -> Option<(u64, Waiter)> {
         let mut inner = self.lock();
         let inner = &mut *inner;
         let queue = inner.queues.get(&(db, key.clone()))?;
         for &ticket in queue {
             if let Some(entry) = inner.waiters.get_mut(&ticket) {
-                if !entry.in_flight && entry.waiter.wants == holding {
+                if !entry.in_flight && entry.waiter.wants == holding && entry.waiter.group == group
+                {
                     entry.in_flight = true;
                     return Some((ticket, entry.waiter.clone()));
                 }
@@ -166,13 +175,14 @@ impl Blocking {
         }
     }
 
-    /// Removes every waiter not in flight, oldest first (leadership moved away).
-    pub fn take_all(&self) -> Vec<(Waiter, oneshot::Sender<Frame>)> {
+    /// Removes every waiter on `group` not in flight, oldest first
+    /// (leadership of the group moved away).
+    pub fn take_all(&self, group: u64) -> Vec<(Waiter, oneshot::Sender<Frame>)> {
         let mut inner = self.lock();
         let tickets: Vec<u64> = inner
             .waiters
             .iter()
-            .filter(|(_, entry)| !entry.in_flight)
+            .filter(|(_, entry)| !entry.in_flight && entry.waiter.group == group)
             .map(|(&ticket, _)| ticket)
             .collect();
         tickets
@@ -215,6 +225,14 @@ impl Blocking {
         self.lock().queues.keys().cloned().collect()
     }
 
+    /// Whether any client waits on `group`.
+    pub fn waits_on(&self, group: u64) -> bool {
+        self.lock()
+            .waiters
+            .values()
+            .any(|entry| entry.waiter.group == group)
+    }
+
     /// Number of blocked clients (INFO `blocked_clients`).
     pub fn count(&self) -> usize {
         self.lock().waiters.len()
@@ -232,6 +250,7 @@ mod tests {
     fn waiter(client: u64, keys: &[&str]) -> Waiter {
         Waiter {
             client,
+            group: 0,
             db: 0,
             protocol: Protocol::Resp2,
             spec: keyspace::commands::lookup(b"blpop").expect("blpop"),
@@ -257,36 +276,38 @@ mod tests {
         assert_eq!(blocking.count(), 2);
 
         let (ticket, taken) = blocking
-            .take_first(0, &key("b"), "list")
+            .take_first(0, 0, &key("b"), "list")
             .expect("first waiter");
         assert_eq!((ticket, taken.client), (first, 1));
         // In flight: the next take skips it.
         let (next, _) = blocking
-            .take_first(0, &key("b"), "list")
+            .take_first(0, 0, &key("b"), "list")
             .expect("second waiter");
         assert_eq!(next, second);
         blocking.give_back(next);
         blocking.give_back(ticket);
         // Given back: first in line again.
         assert_eq!(
-            blocking.take_first(0, &key("b"), "list").map(|(t, _)| t),
+            blocking.take_first(0, 0, &key("b"), "list").map(|(t, _)| t),
             Some(first)
         );
         blocking.finish(first, Frame::Integer(7));
         assert_eq!(first_reply.try_recv().ok(), Some(Frame::Integer(7)));
         assert_eq!(blocking.count(), 1);
         // A key holding another type serves nobody here.
-        assert!(blocking.take_first(0, &key("b"), "zset").is_none());
+        assert!(blocking.take_first(0, 0, &key("b"), "zset").is_none());
         // Finished waiters leave every queue.
-        assert!(blocking.take_first(0, &key("a"), "list").is_none());
-        assert!(blocking.take_first(1, &key("b"), "list").is_none());
+        assert!(blocking.take_first(0, 0, &key("a"), "list").is_none());
+        assert!(blocking.take_first(0, 1, &key("b"), "list").is_none());
     }
 
     #[test]
     fn cancel_reports_how_it_found_the_waiter() {
         let blocking = Blocking::new();
         let (ticket, _reply) = blocking.block(waiter(1, &["a"]));
-        let (taken, _) = blocking.take_first(0, &key("a"), "list").expect("waiter");
+        let (taken, _) = blocking
+            .take_first(0, 0, &key("a"), "list")
+            .expect("waiter");
         assert_eq!(taken, ticket);
         assert_eq!(blocking.cancel(ticket), Cancelled::InFlight);
         blocking.give_back(ticket);
@@ -308,8 +329,9 @@ mod tests {
 
         blocking.block(waiter(1, &["a"]));
         let (in_flight, _) = blocking.block(waiter(2, &["b"]));
-        blocking.take_first(0, &key("b"), "list");
-        let taken = blocking.take_all();
+        blocking.take_first(0, 0, &key("b"), "list");
+        assert!(blocking.take_all(9).is_empty());
+        let taken = blocking.take_all(0);
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].0.client, 1);
         assert_eq!(blocking.count(), 1);

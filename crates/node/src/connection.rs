@@ -138,8 +138,10 @@ pub struct Blocked {
 
 /// Registers the client as blocked by `spec` (which answered `timeout_reply`
 /// and recorded `block`).
+#[allow(clippy::too_many_arguments)]
 pub fn block_client(
     shared: &Shared,
+    group: u64,
     session: &mut Session,
     spec: &'static CommandSpec,
     arguments: &[Bytes],
@@ -150,6 +152,7 @@ pub fn block_client(
         (block.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(block.timeout_ms));
     let waiter = Waiter {
         client: session.client.id,
+        group,
         db: block.db,
         protocol: session.protocol,
         spec,
@@ -377,7 +380,7 @@ fn serve_blocked_clients<'a>(
                 Some(entry) => entry.value.type_name(),
                 None => continue,
             };
-            while let Some((ticket, waiter)) = shared.blocking.take_first(db, &key, holding) {
+            while let Some((ticket, waiter)) = shared.blocking.take_first(0, db, &key, holding) {
                 let seed = store.rng.next_u64();
                 let mut context = Context {
                     now_ms,
@@ -473,7 +476,7 @@ fn execute_request<'a>(
             };
             let reply = store.keyspace.execute(spec, &mut context, arguments);
             if let Some(block) = context.block.take() {
-                block_client(shared, session, spec, arguments, block, reply);
+                block_client(shared, 0, session, spec, arguments, block, reply);
                 return Flow::Continue;
             }
             reply

@@ -128,17 +128,81 @@ pub async fn start(
     seed: u64,
 ) -> anyhow::Result<Arc<Replica>> {
     let node_id = config.node_id();
-    let group_id: GroupId = 1;
     let members = parse_members(config.group_members())?;
     if !members.contains_key(&node_id) {
         bail!("--node-id {node_id} is not one of --group-members");
     }
-    let dir = Path::new(config.dir()).join(format!("group-{group_id}"));
+    let registry = Registry::new();
+    serve_raft(raft_listener, registry.clone(), shutdown.clone());
+    let client = rpc::RpcClient::new(rpc::ClientOptions::default());
     let template = {
-        let mut keyspace = Keyspace::new(config.databases(), group_hash_seed(group_id));
+        let mut keyspace = Keyspace::new(config.databases(), group_hash_seed(1));
         keyspace.config = keyspace_config;
         keyspace
     };
+    open(
+        GroupSpec {
+            group_id: 1,
+            node_id,
+            members,
+            dir: Path::new(config.dir()).join("group-1"),
+            template,
+        },
+        config,
+        &registry,
+        client,
+        Arc::new(Blocking::new()),
+        shutdown,
+        seed,
+    )
+    .await
+}
+
+/// Serves node-to-node Raft RPCs for every group in `registry`.
+pub fn serve_raft(
+    raft_listener: TcpListener,
+    registry: Arc<Registry>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
+        if let Err(error) = rpc::serve(raft_listener, registry, stop).await {
+            tracing::error!(%error, "raft rpc server failed");
+        }
+    });
+}
+
+/// What a node needs to host one replica of a group.
+pub struct GroupSpec {
+    pub group_id: GroupId,
+    pub node_id: NodeId,
+    pub members: BTreeMap<NodeId, NodeAddr>,
+    pub dir: std::path::PathBuf,
+    /// An empty keyspace with the group's hash seed and configuration.
+    pub template: Keyspace,
+}
+
+/// Opens this node's replica of a group, registers it for incoming RPCs,
+/// initializes the group on its founder's first start, and starts the
+/// replica's background tasks (expiry ticks, blocked clients).
+pub async fn open(
+    spec: GroupSpec,
+    config: &Config,
+    registry: &Arc<Registry>,
+    client: rpc::RpcClient,
+    blocking: Arc<Blocking>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    seed: u64,
+) -> anyhow::Result<Arc<Replica>> {
+    let GroupSpec {
+        group_id,
+        node_id,
+        members,
+        dir,
+        template,
+    } = spec;
     let mut options = GroupOptions::new(node_id, group_id, dir, template);
     options.fsync = config.raft_fsync();
     options.snapshot_every = config.raft_snapshot_entries();
@@ -147,24 +211,11 @@ pub async fn start(
     options.election_timeout_max_ms = config.raft_election_timeout() * 2;
     options.heartbeat_ms = config.raft_heartbeat();
     options.seed = seed;
-    let client = rpc::RpcClient::new(rpc::ClientOptions::default());
     let ready = Arc::new(ReadyKeys::default());
     let group = ShardGroup::open(options, client, Some(ready.clone()))
         .await
-        .context("opening the shard group")?;
-    let registry = Registry::new();
+        .with_context(|| format!("opening group {group_id}"))?;
     registry.insert(group.clone());
-    {
-        let mut shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let stop = async move {
-                let _ = shutdown.wait_for(|stop| *stop).await;
-            };
-            if let Err(error) = rpc::serve(raft_listener, registry, stop).await {
-                tracing::error!(%error, "raft rpc server failed");
-            }
-        });
-    }
     let initialized = group
         .raft
         .is_initialized()
@@ -177,15 +228,19 @@ pub async fn start(
     let founder = members.keys().next().copied();
     if !initialized && founder == Some(node_id) {
         match group.raft.initialize(members.clone()).await {
-            Ok(()) => tracing::info!(members = members.len(), "initialized the shard group"),
-            Err(error) => tracing::info!(%error, "group initialization skipped"),
+            Ok(()) => tracing::info!(
+                group = group_id,
+                members = members.len(),
+                "initialized the group"
+            ),
+            Err(error) => tracing::info!(group = group_id, %error, "group initialization skipped"),
         }
     }
     let replica = Arc::new(Replica {
         node_id,
         group,
         members,
-        blocking: Arc::new(Blocking::new()),
+        blocking,
         ready,
     });
     tokio::spawn(expiry_ticks(replica.clone(), shutdown.clone()));
@@ -272,7 +327,11 @@ async fn serve_blocked(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::
                     None => continue,
                 }
             };
-            while let Some((ticket, waiter)) = replica.blocking.take_first(db, &key, holding) {
+            while let Some((ticket, waiter)) =
+                replica
+                    .blocking
+                    .take_first(replica.group.id, db, &key, holding)
+            {
                 let (reply, block) = crate::replicated::propose(
                     &replica,
                     waiter.db,
@@ -308,13 +367,13 @@ async fn release_on_leader_change(
             _ = interval.tick() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
-        if replica.blocking.is_empty() {
+        if !replica.blocking.waits_on(replica.group.id) {
             continue;
         }
         let Err(forward) = replica.group.raft.as_leader() else {
             continue;
         };
-        for (waiter, reply) in replica.blocking.take_all() {
+        for (waiter, reply) in replica.blocking.take_all(replica.group.id) {
             let _ = reply.send(crate::replicated::redirect(
                 &forward,
                 waiter.spec,

@@ -177,6 +177,7 @@ async fn run(
                         let (db, keys) = (block.db, block.keys.clone());
                         connection::block_client(
                             shared,
+                            replica.group.id,
                             session,
                             spec,
                             &arguments,
