@@ -1,5 +1,13 @@
 //! Hash slots: CRC16/XMODEM of the key (or of its `{hash tag}`) modulo 16384,
-//! exactly as Redis Cluster computes them.
+//! exactly as Redis Cluster computes them, and the cluster topology
+//! (`topology`).
+
+pub mod topology;
+
+#[cfg(test)]
+mod topology_tests;
+
+pub use topology::{Leader, Migration, NodeInfo, Shard, SlotMap, SlotRange, Topology};
 
 /// Number of hash slots.
 pub const SLOTS: u16 = 16384;
