@@ -211,7 +211,10 @@ pub fn is_valid_name(name: &str) -> bool {
 /// The first and last slot of each of `masters` contiguous ranges, split as
 /// `redis-cli --cluster create` splits them: a single-precision step of
 /// 16384/masters, each end rounded to nearest, the last range ending at 16383.
-/// `masters` must be between 1 and 16384.
+///
+/// # Panics
+///
+/// When `masters` is not between 1 and 16384.
 pub fn even_split(masters: usize) -> Vec<(u16, u16)> {
     assert!((1..=usize::from(SLOTS)).contains(&masters));
     let per_master = f32::from(SLOTS) / masters as f32;

@@ -569,3 +569,17 @@ fn move_replica_keeps_position() {
     assert!(topology.move_replica(2, 4, 1).is_err());
     assert!(topology.move_replica(2, 2, 9).is_err());
 }
+
+#[test]
+fn large_cluster() {
+    let topology = create(nodes(50), 2000, 3);
+    topology.validate().unwrap();
+    let mut leads: BTreeMap<u64, usize> = BTreeMap::new();
+    for shard in topology.shards.values() {
+        *leads.entry(shard.replicas[0]).or_default() += 1;
+    }
+    assert!(leads.values().all(|&count| count == 40), "{leads:?}");
+    for id in 1..=50 {
+        assert_eq!(topology.shards_hosted_by(id).len(), 120);
+    }
+}
