@@ -1,5 +1,17 @@
 //! Hash slots: CRC16/XMODEM of the key (or of its `{hash tag}`) modulo 16384,
-//! exactly as Redis Cluster computes them.
+//! exactly as Redis Cluster computes them, and the cluster topology
+//! (`topology`) with the views the CLUSTER commands answer from (`view`).
+
+pub mod topology;
+pub mod view;
+
+#[cfg(test)]
+mod topology_tests;
+#[cfg(test)]
+mod view_tests;
+
+pub use topology::{Leader, Migration, NodeInfo, Shard, SlotMap, SlotRange, Topology};
+pub use view::{Endpoint, ShardNode, ShardView, SlotsRange};
 
 /// Number of hash slots.
 pub const SLOTS: u16 = 16384;
