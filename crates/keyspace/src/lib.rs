@@ -20,6 +20,7 @@ mod keyspace;
 pub mod list;
 pub mod rng;
 pub mod set;
+pub mod slot_index;
 pub mod snapshot;
 #[cfg(test)]
 mod testing;
