@@ -662,6 +662,19 @@ mod tests {
             (vec!["COMMAND", "GETKEYSANDFLAGS", "GET", "gone"], None),
             (vec!["COMMAND", "LIST"], None),
             (vec!["COMMAND", "HELP"], None),
+            (
+                vec!["CLUSTER", "KEYSLOT", "gone"],
+                Some(Frame::Integer(11139)),
+            ),
+            // As DBSIZE (and Redis), the slot commands see stored keys.
+            (
+                vec!["CLUSTER", "COUNTKEYSINSLOT", "11139"],
+                Some(Frame::Integer(1)),
+            ),
+            (
+                vec!["CLUSTER", "GETKEYSINSLOT", "11139", "10"],
+                Some(array(vec![bulk("gone")])),
+            ),
         ];
         let mut covered = BTreeSet::new();
         for (words, expected) in &cases {
