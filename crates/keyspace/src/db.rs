@@ -11,7 +11,9 @@
 
 use crate::dict::{Dict, Lookup};
 use crate::rng::Rng;
+use crate::slot_index::SlotIndex;
 use crate::value::Value;
+use bytes::Bytes;
 
 /// A stored key's data.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +71,8 @@ pub struct Db {
     expire_cursor: u64,
     /// Keys deleted because they expired (lazy or active), since creation.
     pub expired_keys: u64,
+    /// The per-slot key index, when enabled (see [`Db::enable_slot_index`]).
+    slots: Option<SlotIndex>,
 }
 
 impl Db {
@@ -78,6 +82,73 @@ impl Db {
             expires: Dict::new((hash_key.1, hash_key.0)),
             expire_cursor: 0,
             expired_keys: 0,
+            slots: None,
+        }
+    }
+
+    /// Starts keeping the per-slot key index (built from the keys stored now);
+    /// from then on every insertion and removal keeps it exact.
+    pub fn enable_slot_index(&mut self) {
+        if self.slots.is_none() {
+            self.slots = Some(SlotIndex::from_keys(self.keys.iter().map(|(key, _)| key)));
+        }
+    }
+
+    pub fn has_slot_index(&self) -> bool {
+        self.slots.is_some()
+    }
+
+    /// Stored keys in hash slot `slot` (expired ones not reclaimed yet included,
+    /// as DBSIZE counts them). O(1) with the slot index, a full pass without.
+    pub fn count_keys_in_slot(&self, slot: u16) -> usize {
+        match &self.slots {
+            Some(index) => index.count(slot),
+            None => self
+                .keys
+                .iter()
+                .filter(|(key, _)| cluster::key_slot(key) == slot)
+                .count(),
+        }
+    }
+
+    /// Up to `count` stored keys of hash slot `slot` in byte order, starting
+    /// after `after`: pass the last key of one batch to get the next. O(log N +
+    /// count) with the slot index, a full pass and a sort without.
+    pub fn keys_in_slot(&self, slot: u16, after: Option<&[u8]>, count: usize) -> Vec<Bytes> {
+        if let Some(index) = &self.slots {
+            return index.keys(slot, after, count);
+        }
+        let mut keys: Vec<&[u8]> = self
+            .keys
+            .iter()
+            .map(|(key, _)| key)
+            .filter(|key| cluster::key_slot(key) == slot)
+            .filter(|key| after.is_none_or(|after| *key > after))
+            .collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .take(count)
+            .map(Bytes::copy_from_slice)
+            .collect()
+    }
+
+    /// Whether the slot index (if any) holds exactly the stored keys; a check for
+    /// tests and debug assertions, it rebuilds the index from the table.
+    pub fn slot_index_is_exact(&self) -> bool {
+        self.slots
+            .as_ref()
+            .is_none_or(|index| index.matches(self.keys.iter().map(|(key, _)| key)))
+    }
+
+    fn index_insert(&mut self, key: &[u8]) {
+        if let Some(index) = &mut self.slots {
+            index.insert(key);
+        }
+    }
+
+    fn index_remove(&mut self, key: &[u8]) {
+        if let Some(index) = &mut self.slots {
+            index.remove(key);
         }
     }
 
@@ -104,6 +175,9 @@ impl Db {
             Lookup::Found(entry) => Some(entry),
             Lookup::Removed(_) => {
                 self.expires.remove(key);
+                if let Some(index) = &mut self.slots {
+                    index.remove(key);
+                }
                 self.expired_keys += 1;
                 None
             }
@@ -169,6 +243,7 @@ impl Db {
                 if expire_at_ms.is_some() {
                     self.expires.insert_new(key, ());
                 }
+                self.index_insert(key);
                 None
             }
         }
@@ -185,6 +260,7 @@ impl Db {
                 let mut entry = Entry::new(value);
                 entry.access = access;
                 self.keys.insert_new(key, entry);
+                self.index_insert(key);
             }
         }
     }
@@ -201,6 +277,7 @@ impl Db {
         if entry.expire_at_ms != 0 {
             self.expires.remove(key);
         }
+        self.index_remove(key);
         Some(entry)
     }
 
@@ -236,6 +313,9 @@ impl Db {
         self.keys.clear();
         self.expires.clear();
         self.expire_cursor = 0;
+        if let Some(index) = &mut self.slots {
+            index.clear();
+        }
     }
 
     /// One SCAN step over the keys (see [`Dict::scan`]); expired keys are skipped.
@@ -295,6 +375,7 @@ impl Db {
         if expire_at_ms.is_some() {
             self.expires.push_back_new(key, ());
         }
+        self.index_insert(key);
         Ok(())
     }
 
@@ -447,6 +528,44 @@ mod tests {
         assert_eq!(db.expires_len(), 0);
         assert_eq!(db.len(), 500);
         assert_eq!(db.expired_keys, 500);
+    }
+
+    /// Every path that adds or removes a key keeps the slot index exact.
+    #[test]
+    fn the_slot_index_follows_every_insertion_and_removal() {
+        let mut db = db();
+        db.set(b"before", Value::string("v"), None, 0);
+        db.enable_slot_index();
+        assert!(db.slot_index_is_exact());
+        let slot = cluster::key_slot(b"u");
+        for index in 0..50 {
+            let key = format!("{{u}}{index:02}");
+            let expire = (index % 2 == 0).then_some(100);
+            db.set(key.as_bytes(), Value::string("v"), expire, 0);
+        }
+        db.set(b"{u}00", Value::string("again"), None, 0);
+        db.set_keep_ttl(b"{u}kept", Value::string("v"), 0);
+        db.insert_entry(b"{u}entry", Entry::new(Value::string("v")));
+        assert!(db.slot_index_is_exact());
+        assert_eq!(db.count_keys_in_slot(slot), 52);
+        // Lazy expiry, a random pick that reclaims, active expiry.
+        assert!(db.get(b"{u}02", 101).is_none());
+        let mut rng = Rng::new(5);
+        db.random_key(101, &mut rng);
+        assert!(db.slot_index_is_exact());
+        while db.active_expire_cycle(101, 16) > 0 {}
+        assert!(db.slot_index_is_exact());
+        assert_eq!(db.count_keys_in_slot(slot), 28);
+        let first = db.keys_in_slot(slot, None, 3);
+        assert_eq!(first, ["{u}00", "{u}01", "{u}03"]);
+        let next = db.keys_in_slot(slot, Some(&first[2]), 2);
+        assert_eq!(next, ["{u}05", "{u}07"]);
+        assert!(db.remove(b"{u}01").is_some());
+        assert!(db.slot_index_is_exact());
+        db.clear();
+        assert!(db.slot_index_is_exact());
+        assert_eq!(db.count_keys_in_slot(slot), 0);
+        assert!(db.keys_in_slot(slot, None, 10).is_empty());
     }
 
     #[test]

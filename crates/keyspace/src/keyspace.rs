@@ -175,6 +175,43 @@ impl Keyspace {
         self.dbs.swap(first, second);
     }
 
+    /// Starts keeping a per-slot key index in every database (a node that serves
+    /// hash slots turns it on once, at creation). The choice is state: snapshots
+    /// record it, so a loaded keyspace keeps the index too.
+    pub fn enable_slot_index(&mut self) {
+        for db in &mut self.dbs {
+            db.enable_slot_index();
+        }
+    }
+
+    /// Whether the databases keep a per-slot key index.
+    pub fn has_slot_index(&self) -> bool {
+        self.dbs.iter().all(Db::has_slot_index)
+    }
+
+    /// Keys stored in hash slot `slot` of database `db` (see
+    /// [`Db::count_keys_in_slot`]).
+    pub fn count_keys_in_slot(&self, db: usize, slot: u16) -> usize {
+        self.dbs[db].count_keys_in_slot(slot)
+    }
+
+    /// Up to `count` keys of hash slot `slot` of database `db` in byte order,
+    /// after `after` (a cursor: the last key of the previous batch).
+    pub fn keys_in_slot(
+        &self,
+        db: usize,
+        slot: u16,
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Vec<Bytes> {
+        self.dbs[db].keys_in_slot(slot, after, count)
+    }
+
+    /// Whether hash slot `slot` of database `db` holds no key.
+    pub fn slot_is_empty(&self, db: usize, slot: u16) -> bool {
+        self.count_keys_in_slot(db, slot) == 0
+    }
+
     /// The live entry of `key` in the selected database. An expired key is absent,
     /// and deleted as well when `context.lazy_expire` is set.
     fn live_entry<'a>(dbs: &'a mut [Db], context: &Context, key: &[u8]) -> Option<&'a mut Entry> {
@@ -625,6 +662,19 @@ mod tests {
             (vec!["COMMAND", "GETKEYSANDFLAGS", "GET", "gone"], None),
             (vec!["COMMAND", "LIST"], None),
             (vec!["COMMAND", "HELP"], None),
+            (
+                vec!["CLUSTER", "KEYSLOT", "gone"],
+                Some(Frame::Integer(11139)),
+            ),
+            // As DBSIZE (and Redis), the slot commands see stored keys.
+            (
+                vec!["CLUSTER", "COUNTKEYSINSLOT", "11139"],
+                Some(Frame::Integer(1)),
+            ),
+            (
+                vec!["CLUSTER", "GETKEYSINSLOT", "11139", "10"],
+                Some(array(vec![bulk("gone")])),
+            ),
         ];
         let mut covered = BTreeSet::new();
         for (words, expected) in &cases {

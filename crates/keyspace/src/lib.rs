@@ -20,6 +20,8 @@ mod keyspace;
 pub mod list;
 pub mod rng;
 pub mod set;
+pub mod slot_index;
+pub mod slots;
 pub mod snapshot;
 #[cfg(test)]
 mod testing;
@@ -30,6 +32,7 @@ pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
 pub use keyspace::{BlockOn, Context, Keyspace, KeyspaceConfig, Stats};
 pub use rng::Rng;
+pub use slots::{command_slot, SlotError};
 pub use value::{HashValue, ListValue, SetValue, StringValue, Value, ZSetValue};
 
 use bytes::Bytes;

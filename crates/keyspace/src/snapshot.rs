@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! "SLRFSNAP"                          magic, 8 bytes
-//! version                             u32 LE (1)
+//! version                             u32 LE (2; 1 is still read)
+//! flags                               u8, version 2 only (bit 0: the databases
+//!                                     keep a per-slot key index; other bits 0)
 //! database count                      varint (at least 1)
 //! per database, in index order:
 //!     db index                        varint (0, 1, 2, ... in sequence)
@@ -58,8 +60,16 @@ use std::io::{self, Read, Write};
 /// The first bytes of every snapshot.
 pub const MAGIC: &[u8; 8] = b"SLRFSNAP";
 
-/// The format version [`write_snapshot`] writes and [`read_snapshot`] reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version [`write_snapshot`] writes. [`read_snapshot`] reads it and
+/// every older version down to [`OLDEST_FORMAT_VERSION`].
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format version [`read_snapshot`] reads. Version 1 has no flags
+/// byte (a keyspace without a slot index).
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
+
+/// Flags byte: the databases keep a per-slot key index.
+const FLAG_SLOT_INDEX: u8 = 1 << 0;
 
 /// Follows the last database.
 const END_MARKER: u8 = 0xFF;
@@ -109,7 +119,7 @@ impl std::fmt::Display for SnapshotError {
             SnapshotError::Corrupt(what) => write!(formatter, "corrupt snapshot: {what}"),
             SnapshotError::UnsupportedVersion(version) => write!(
                 formatter,
-                "unsupported snapshot format version {version} (this build reads {FORMAT_VERSION})"
+                "unsupported snapshot format version {version} (this build reads {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
             ),
         }
     }
@@ -147,6 +157,12 @@ pub fn write_snapshot(keyspace: &Keyspace, out: &mut impl Write) -> io::Result<(
     };
     writer.put(MAGIC)?;
     writer.put(&FORMAT_VERSION.to_le_bytes())?;
+    let flags = if keyspace.has_slot_index() {
+        FLAG_SLOT_INDEX
+    } else {
+        0
+    };
+    writer.put(&[flags])?;
     writer.varint(keyspace.dbs().len() as u64)?;
     let mut body = Vec::new();
     for (index, db) in keyspace.dbs().iter().enumerate() {
@@ -343,8 +359,17 @@ pub fn read_snapshot(
         return Err(corrupt("not a slotraft snapshot (bad magic)"));
     }
     let version = u32::from_le_bytes(reader.array("version")?);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    let flags = if version >= 2 {
+        let [flags] = reader.array("flags")?;
+        flags
+    } else {
+        0
+    };
+    if flags & !FLAG_SLOT_INDEX != 0 {
+        return Err(corrupt(format!("unknown flags {flags:#04x}")));
     }
     let database_count = reader.varint("database count")?;
     if database_count == 0 || database_count > MAX_DATABASES {
@@ -369,6 +394,9 @@ pub fn read_snapshot(
         let expire_cursor = u64::from_le_bytes(reader.array("expiry cursor")?);
         let key_count = reader.varint("key count")?;
         let mut db = Db::new(hash_key);
+        if flags & FLAG_SLOT_INDEX != 0 {
+            db.enable_slot_index();
+        }
         for _ in 0..key_count {
             let key_length = reader.varint("key length")?;
             if key_length > MAX_KEY_BYTES {
@@ -570,6 +598,11 @@ mod tests {
         let mut rng = Rng::new(seed);
         let databases = 1 + rng.below(5) as usize;
         let mut keyspace = Keyspace::new(databases, rng.next_u64());
+        // A third of the keyspaces keep a slot index from the start, a third get
+        // one built after their history.
+        if seed % 3 == 1 {
+            keyspace.enable_slot_index();
+        }
         let mut context = Context::new(START_MS, rng.next_u64());
         let key_count = rng.below(400);
         for index in 0..key_count {
@@ -716,6 +749,9 @@ mod tests {
         }
         let now_ms = START_MS + 5_000;
         keyspace.db(0).active_expire_cycle(now_ms, 1);
+        if seed % 3 == 2 {
+            keyspace.enable_slot_index();
+        }
         (keyspace, now_ms)
     }
 
@@ -728,6 +764,20 @@ mod tests {
             assert_eq!(first.layout(), second.layout(), "db {index}");
             assert_eq!(first.len(), second.len(), "db {index}");
             assert_eq!(first.expires_len(), second.expires_len(), "db {index}");
+            assert_eq!(first.has_slot_index(), second.has_slot_index());
+            assert!(first.slot_index_is_exact(), "db {index}");
+            assert!(second.slot_index_is_exact(), "db {index}");
+            for (key, _) in first.entries().take(20) {
+                let slot = cluster::key_slot(key);
+                assert_eq!(
+                    first.count_keys_in_slot(slot),
+                    second.count_keys_in_slot(slot)
+                );
+                assert_eq!(
+                    first.keys_in_slot(slot, None, 100),
+                    second.keys_in_slot(slot, None, 100)
+                );
+            }
             let strip = |(key, entry): (&[u8], &Entry)| {
                 (key.to_vec(), entry.value.clone(), entry.expire_at_ms())
             };
@@ -1100,9 +1150,10 @@ mod tests {
     fn the_header_is_as_documented() {
         let data = to_bytes(&Keyspace::new(1, 3));
         assert_eq!(&data[..8], b"SLRFSNAP");
-        assert_eq!(&data[8..12], &1u32.to_le_bytes());
-        assert_eq!(data[12], 1, "one database");
-        assert_eq!(data[13], 0, "database 0");
+        assert_eq!(&data[8..12], &2u32.to_le_bytes());
+        assert_eq!(data[12], 0, "no flags");
+        assert_eq!(data[13], 1, "one database");
+        assert_eq!(data[14], 0, "database 0");
         let checked = data.len() - 8;
         assert_eq!(data[checked - 1], END_MARKER);
         assert_eq!(data[checked..], crc64(0, &data[..checked]).to_le_bytes());
@@ -1246,6 +1297,54 @@ mod tests {
         data
     }
 
+    /// The slot index is recorded as a flag and rebuilt on load; a version 1
+    /// snapshot (no flags byte) still loads, without an index.
+    #[test]
+    fn the_slot_index_flag_round_trips_and_version_1_still_loads() {
+        let mut keyspace = Keyspace::new(2, 3);
+        let mut context = Context::new(START_MS, 1);
+        for key in ["{u}a", "{u}b", "foo", "x"] {
+            run(&mut keyspace, &mut context, &["SET", key, "v"]);
+        }
+        let plain = to_bytes(&keyspace);
+        assert_eq!(plain[12], 0);
+        keyspace.enable_slot_index();
+        let indexed = to_bytes(&keyspace);
+        assert_eq!(indexed[12], FLAG_SLOT_INDEX);
+        let loaded = load(&indexed).unwrap();
+        assert!(loaded.has_slot_index());
+        assert!(loaded.dbs().iter().all(Db::slot_index_is_exact));
+        let slot = cluster::key_slot(b"u");
+        assert_eq!(loaded.count_keys_in_slot(0, slot), 2);
+        assert_eq!(loaded.keys_in_slot(0, slot, Some(b"{u}a"), 5), ["{u}b"]);
+        assert!(loaded.slot_is_empty(1, slot));
+        assert!(!load(&plain).unwrap().has_slot_index());
+
+        // The same content in version 1: no flags byte.
+        let mut version_1 = indexed[..8].to_vec();
+        version_1.extend_from_slice(&1u32.to_le_bytes());
+        version_1.extend_from_slice(&indexed[13..]);
+        let old = load(&resealed(version_1)).unwrap();
+        assert!(!old.has_slot_index());
+        assert_same_state_ignoring_index(&loaded, &old);
+
+        let mut unknown_flag = indexed.clone();
+        unknown_flag[12] = 0x02;
+        assert!(matches!(
+            load(&resealed(unknown_flag)),
+            Err(SnapshotError::Corrupt(_))
+        ));
+    }
+
+    fn assert_same_state_ignoring_index(first: &Keyspace, second: &Keyspace) {
+        for time in [0, START_MS, u64::MAX] {
+            assert_eq!(digest(first, time), digest(second, time));
+        }
+        for (one, other) in first.dbs().iter().zip(second.dbs()) {
+            assert_eq!(one.layout(), other.layout());
+        }
+    }
+
     #[test]
     fn magic_and_version_are_checked() {
         let data = small_snapshot();
@@ -1256,7 +1355,7 @@ mod tests {
             matches!(error, Some(SnapshotError::Corrupt(_))),
             "{error:?}"
         );
-        for version in [0u32, 2, u32::MAX] {
+        for version in [0u32, 3, u32::MAX] {
             let mut other = data.clone();
             other[8..12].copy_from_slice(&version.to_le_bytes());
             let error = load(&resealed(other)).err();
@@ -1273,6 +1372,7 @@ mod tests {
     fn sealed_db(key_buckets: u64, expire_buckets: u64, entries: &[u8], count: u64) -> Vec<u8> {
         let mut data = MAGIC.to_vec();
         data.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        data.push(0);
         dump::put_length(&mut data, 1);
         dump::put_length(&mut data, 0);
         data.extend_from_slice(&[0u8; 16]);
@@ -1386,10 +1486,10 @@ mod tests {
 
         // Databases out of sequence, none at all, a bad end marker.
         let mut data = sealed_db(4, 0, &one, 1);
-        data[13] = 1;
+        data[14] = 1;
         refused(resealed(data), "database 1 first");
         let mut data = sealed_db(4, 0, &one, 1);
-        data[12] = 0;
+        data[13] = 0;
         refused(resealed(data), "no databases");
         let mut data = sealed_db(4, 0, &one, 1);
         let marker = data.len() - 9;
@@ -1416,6 +1516,7 @@ mod tests {
         refused_quickly(sealed_db(4, 0, &entry, 1));
         let mut many_databases = MAGIC.to_vec();
         many_databases.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        many_databases.push(0);
         dump::put_length(&mut many_databases, 1 << 19);
         refused_quickly(many_databases);
     }
@@ -1432,7 +1533,7 @@ mod tests {
     fn errors_display() {
         assert_eq!(
             SnapshotError::UnsupportedVersion(9).to_string(),
-            "unsupported snapshot format version 9 (this build reads 1)"
+            "unsupported snapshot format version 9 (this build reads 1 to 2)"
         );
         assert_eq!(
             SnapshotError::Corrupt("checksum mismatch".into()).to_string(),

@@ -1,6 +1,7 @@
 //! The command table, assembled from one slice per command family, and command
 //! resolution (name, subcommand, arity) with Redis's error texts.
 
+pub mod cluster;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
@@ -24,6 +25,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     zsets::COMMANDS,
     keys::COMMANDS,
     server::COMMANDS,
+    cluster::COMMANDS,
 ];
 
 /// Every top-level command, in table order.
