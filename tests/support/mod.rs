@@ -1,5 +1,6 @@
 //! Test servers and raw RESP conversations.
 
+pub mod cluster;
 pub mod group;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -85,6 +85,9 @@ pub struct KeyspaceConfig {
     pub lfu_log_factor: u32,
     /// `lfu-decay-time` in minutes.
     pub lfu_decay_time_minutes: u32,
+    /// A shard of a cluster: whoever builds a [`Context`] for this keyspace
+    /// sets [`Context::cluster_mode`] from it.
+    pub cluster_mode: bool,
 }
 
 impl Default for KeyspaceConfig {
@@ -94,6 +97,7 @@ impl Default for KeyspaceConfig {
             lfu: false,
             lfu_log_factor: 10,
             lfu_decay_time_minutes: 1,
+            cluster_mode: false,
         }
     }
 }

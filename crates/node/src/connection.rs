@@ -118,11 +118,23 @@ async fn process(
     input: &mut BytesMut,
     output: &mut BytesMut,
 ) -> Flow {
-    match &shared.replica {
-        Some(replica) => {
-            crate::replicated::process_input(shared, replica, session, parser, input, output).await
+    use crate::replicated::{process_input as replicated, Route};
+    match (&shared.replica, &shared.cluster) {
+        (Some(replica), _) => {
+            replicated(
+                shared,
+                Route::Single(replica),
+                session,
+                parser,
+                input,
+                output,
+            )
+            .await
         }
-        None => process_input(shared, session, parser, input, output),
+        (None, Some(node)) => {
+            replicated(shared, Route::Cluster(node), session, parser, input, output).await
+        }
+        (None, None) => process_input(shared, session, parser, input, output),
     }
 }
 
@@ -459,6 +471,11 @@ fn execute_request<'a>(
         && shared.config().requirepass().is_some()
     {
         session.reply(output, &Frame::error("NOAUTH Authentication required."));
+        return Flow::Continue;
+    }
+    if spec.name.starts_with("cluster|") {
+        // Not a cluster node (cluster nodes route elsewhere).
+        session.reply(output, &Frame::error(session::CLUSTER_DISABLED));
         return Flow::Continue;
     }
     let reply = match spec.handler {

@@ -1,15 +1,19 @@
 //! `slotraft`: the node (standalone today; cluster, router and dev launcher come with
 //! their issues).
 
+mod admin;
 mod alloc;
 mod blocking;
 mod clients;
 mod clock;
+mod cluster_commands;
+mod cluster_node;
 mod config;
 mod connection;
 mod info;
 mod replica;
 mod replicated;
+mod resp_client;
 mod server;
 mod session;
 
@@ -45,6 +49,29 @@ enum Command {
         )]
         options: Vec<String>,
     },
+    /// Administer a cluster of running nodes (`--cluster-enabled yes`).
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Form a cluster of running nodes: `slotraft cluster create HOST:PORT... [--replicas N] [--shards S]`.
+    Create {
+        /// The nodes, as HOST:PORT of their client ports.
+        #[arg(required = true)]
+        nodes: Vec<String>,
+        /// Replicas per shard (Raft voters holding a copy), counting the leader.
+        #[arg(long, default_value_t = 3)]
+        replicas: usize,
+        /// Number of shards (default: one per node).
+        #[arg(long)]
+        shards: Option<usize>,
+    },
+    /// Show the cluster as one node sees it: `slotraft cluster info HOST:PORT`.
+    Info { node: String },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,6 +85,22 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Node { options } => run_node(parse_options(&options)?),
+        Command::Cluster { command } => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?;
+            runtime.block_on(async move {
+                match command {
+                    ClusterCommand::Create {
+                        nodes,
+                        replicas,
+                        shards,
+                    } => admin::create(&nodes, shards, replicas, random_seed()).await,
+                    ClusterCommand::Info { node } => admin::info(&node).await,
+                }
+            })
+        }
     }
 }
 
@@ -107,7 +150,32 @@ fn run_node(config: Config) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {address}"))?;
         let bound = listener.local_addr()?;
-        let shared = if config.group_members().is_empty() {
+        let shared = if config.cluster_enabled() {
+            let raft_address = format!("{}:{}", config.bind(), config.raft_port());
+            let raft_listener = tokio::net::TcpListener::bind(&raft_address)
+                .await
+                .with_context(|| format!("binding {raft_address}"))?;
+            tracing::info!(raft = %raft_listener.local_addr()?, "raft listener bound");
+            let mut keyspace_config = keyspace::KeyspaceConfig::default();
+            server::apply_config_to(&config, &mut keyspace_config);
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let node = cluster_node::ClusterNode::start(
+                &config,
+                keyspace_config,
+                raft_listener,
+                stopped,
+                random_seed(),
+            )
+            .await?;
+            tracing::info!(id = node.identity.id, name = %node.identity.name, "cluster node");
+            let shared = server::Shared::clustered(config, random_seed(), node);
+            let mut shutdown = shared.shutdown_requested();
+            tokio::spawn(async move {
+                let _ = shutdown.changed().await;
+                let _ = stop.send(true);
+            });
+            shared
+        } else if config.group_members().is_empty() {
             server::Shared::new(config, random_seed())
         } else {
             let raft_address = format!("{}:{}", config.bind(), config.raft_port());

@@ -147,6 +147,7 @@ pub async fn start(
             members,
             dir: Path::new(config.dir()).join("group-1"),
             template,
+            founder: None,
         },
         config,
         &registry,
@@ -182,6 +183,9 @@ pub struct GroupSpec {
     pub dir: std::path::PathBuf,
     /// An empty keyspace with the group's hash seed and configuration.
     pub template: Keyspace,
+    /// The member that forms the group on its first start (and so usually
+    /// leads it first); the lowest id when not given.
+    pub founder: Option<NodeId>,
 }
 
 /// Opens this node's replica of a group, registers it for incoming RPCs,
@@ -202,6 +206,7 @@ pub async fn open(
         members,
         dir,
         template,
+        founder,
     } = spec;
     let mut options = GroupOptions::new(node_id, group_id, dir, template);
     options.fsync = config.raft_fsync();
@@ -225,7 +230,7 @@ pub async fn open(
     // every member initialized, a late one would stand for election with a
     // larger vote and unseat a leader the others had just elected. The others
     // join when the founder first contacts them.
-    let founder = members.keys().next().copied();
+    let founder = founder.or_else(|| members.keys().next().copied());
     if !initialized && founder == Some(node_id) {
         match group.raft.initialize(members.clone()).await {
             Ok(()) => tracing::info!(

@@ -10,6 +10,7 @@
 //! replica reads.
 
 use crate::clock;
+use crate::cluster_node::{ClusterNode, Target};
 use crate::connection::{self, Flow, Resolved};
 use crate::replica::Replica;
 use crate::server::Shared;
@@ -24,7 +25,9 @@ use openraft::raft::linearizable_read::LinearizerOption;
 use replication::state_machine::{lock, ShardState};
 use replication::{Op, Request, TypeConfig};
 use resp::{encode, Frame, Protocol, RequestParser};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Requests parsed per round.
@@ -54,9 +57,37 @@ const READ_CHECK_LIMIT: Duration = Duration::from_secs(2);
 /// A follower's reply to a keyless write.
 const READONLY_REPLICA: &str = "READONLY You can't write against a read only replica.";
 
+/// Which replica serves a request: always the node's one replica, or chosen
+/// by hash slot on a cluster node.
+#[derive(Clone, Copy)]
+pub enum Route<'a> {
+    Single(&'a Arc<Replica>),
+    Cluster(&'a ClusterNode),
+}
+
+impl Route<'_> {
+    fn target(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Target {
+        match self {
+            Route::Single(replica) => Target::Local(Arc::clone(replica)),
+            Route::Cluster(node) => node.target(spec, arguments),
+        }
+    }
+
+    /// Whether a request goes to `replica` too (so it may join its run).
+    fn stays_on(&self, replica: &Replica, spec: &CommandSpec, arguments: &[Bytes]) -> bool {
+        match self {
+            Route::Single(_) => true,
+            Route::Cluster(node) => matches!(
+                node.target(spec, arguments),
+                Target::Local(other) if other.group.id == replica.group.id
+            ),
+        }
+    }
+}
+
 pub async fn process_input(
     shared: &Shared,
-    replica: &Replica,
+    route: Route<'_>,
     session: &mut Session,
     parser: &mut RequestParser,
     input: &mut BytesMut,
@@ -65,7 +96,7 @@ pub async fn process_input(
     let mut commands_run = 0u64;
     let flow = run(
         shared,
-        replica,
+        route,
         session,
         parser,
         input,
@@ -82,7 +113,7 @@ pub async fn process_input(
 
 async fn run(
     shared: &Shared,
-    replica: &Replica,
+    route: Route<'_>,
     session: &mut Session,
     parser: &mut RequestParser,
     input: &mut BytesMut,
@@ -111,7 +142,7 @@ async fn run(
         }
         let batch_was_full = batch.len() >= BATCH_REQUESTS;
         *commands_run += batch.len() as u64;
-        let mut read_checked: Option<Result<(), ReadRefusal>> = None;
+        let mut read_checked: BTreeMap<u64, Result<(), ReadRefusal>> = BTreeMap::new();
         let mut requests = std::mem::take(&mut batch).into_iter().peekable();
         while let Some((arguments, resolved)) = requests.next() {
             let spec = match resolved {
@@ -131,6 +162,14 @@ async fn run(
             }
             match spec.handler {
                 Handler::Node | Handler::Container => {
+                    if let Route::Cluster(node) = route {
+                        if let Some(reply) =
+                            crate::cluster_commands::execute(node, spec, &arguments).await
+                        {
+                            session.reply(output, &reply);
+                            continue;
+                        }
+                    }
                     let (reply, flow) = session::execute(shared, session, spec, &arguments);
                     parser.set_limits(connection::limits(shared));
                     if let Some(reply) = reply {
@@ -140,19 +179,82 @@ async fn run(
                         return Flow::Close;
                     }
                 }
-                Handler::Keyspace(_) if spec.is_write() => {
+                Handler::Keyspace(_)
+                    if spec.name.starts_with("cluster|") && matches!(route, Route::Single(_)) =>
+                {
+                    session.reply(output, &Frame::error(session::CLUSTER_DISABLED));
+                }
+                Handler::Keyspace(_) => {
+                    let replica = match route.target(spec, &arguments) {
+                        Target::Local(replica) => replica,
+                        Target::Reply(reply) => {
+                            session.reply(output, &reply);
+                            continue;
+                        }
+                    };
+                    let replica = &*replica;
+                    if !spec.is_write() {
+                        // Reads: checked once per replica and batch.
+                        if let std::collections::btree_map::Entry::Vacant(slot) =
+                            read_checked.entry(replica.group.id)
+                        {
+                            slot.insert(check_read(replica, session).await);
+                        }
+                        match read_checked.get(&replica.group.id) {
+                            Some(Ok(())) => {
+                                // This read and the plain reads right behind it
+                                // run under one lock of the applied state.
+                                let mut state = lock(&replica.group.state);
+                                let now_ms = clock::unix_ms().max(state.log_time_ms);
+                                let reply = read(&mut state, now_ms, session, spec, &arguments);
+                                session.reply(output, &reply);
+                                while let Some((arguments, Ok(next))) = requests.peek() {
+                                    if !matches!(next.handler, Handler::Keyspace(_))
+                                        || next.is_write()
+                                        || !route.stays_on(replica, next, arguments)
+                                    {
+                                        break;
+                                    }
+                                    if !session.authenticated
+                                        && shared.config().requirepass().is_some()
+                                    {
+                                        break;
+                                    }
+                                    let Some((arguments, Ok(next))) = requests.next() else {
+                                        break;
+                                    };
+                                    session.note_command(next.name);
+                                    let reply = read(&mut state, now_ms, session, next, &arguments);
+                                    session.reply(output, &reply);
+                                }
+                            }
+                            Some(Err(refusal)) => {
+                                let reply = refusal.reply(spec, &arguments).unwrap_or_else(|| {
+                                    let mut state = lock(&replica.group.state);
+                                    let now_ms = clock::unix_ms().max(state.log_time_ms);
+                                    read(&mut state, now_ms, session, spec, &arguments)
+                                });
+                                session.reply(output, &reply);
+                            }
+                            None => session.reply(output, &unreachable_reply()),
+                        }
+                        continue;
+                    }
                     // Gather the run of writes that follows, up to the next
                     // request that is not a plain keyspace write. A blocking
                     // command ends its run: what follows waits for its reply.
                     let mut run = vec![(arguments, spec)];
-                    while let Some((_, Ok(next))) = requests.peek() {
+                    while let Some((next_arguments, Ok(next))) = requests.peek() {
                         if run
                             .last()
                             .is_some_and(|(_, spec)| spec.has(flags::BLOCKING))
                         {
                             break;
                         }
-                        if !matches!(next.handler, Handler::Keyspace(_)) || !next.is_write() {
+                        if !matches!(next.handler, Handler::Keyspace(_))
+                            || !next.is_write()
+                            || !route.stays_on(replica, next, next_arguments)
+                        {
                             break;
                         }
                         if !session.authenticated && shared.config().requirepass().is_some() {
@@ -191,46 +293,6 @@ async fn run(
                     }
                     for reply in replies {
                         session.reply(output, &reply);
-                    }
-                }
-                Handler::Keyspace(_) => {
-                    if read_checked.is_none() {
-                        read_checked = Some(check_read(replica, session).await);
-                    }
-                    match read_checked.as_ref() {
-                        Some(Ok(())) => {
-                            // This read and the plain reads right behind it run
-                            // under one lock of the applied state.
-                            let mut state = lock(&replica.group.state);
-                            let now_ms = clock::unix_ms().max(state.log_time_ms);
-                            let reply = read(&mut state, now_ms, session, spec, &arguments);
-                            session.reply(output, &reply);
-                            while let Some((_, Ok(next))) = requests.peek() {
-                                if !matches!(next.handler, Handler::Keyspace(_)) || next.is_write()
-                                {
-                                    break;
-                                }
-                                if !session.authenticated && shared.config().requirepass().is_some()
-                                {
-                                    break;
-                                }
-                                let Some((arguments, Ok(next))) = requests.next() else {
-                                    break;
-                                };
-                                session.note_command(next.name);
-                                let reply = read(&mut state, now_ms, session, next, &arguments);
-                                session.reply(output, &reply);
-                            }
-                        }
-                        Some(Err(refusal)) => {
-                            let reply = refusal.reply(spec, &arguments).unwrap_or_else(|| {
-                                let mut state = lock(&replica.group.state);
-                                let now_ms = clock::unix_ms().max(state.log_time_ms);
-                                read(&mut state, now_ms, session, spec, &arguments)
-                            });
-                            session.reply(output, &reply);
-                        }
-                        None => session.reply(output, &unreachable_reply()),
                     }
                 }
             }
@@ -308,6 +370,7 @@ fn read(
     context.db = session.db;
     context.protocol = session.protocol;
     context.lazy_expire = false;
+    context.cluster_mode = state.keyspace.config.cluster_mode;
     state.keyspace.execute(spec, &mut context, arguments)
 }
 

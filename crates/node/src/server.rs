@@ -5,6 +5,7 @@
 use crate::blocking::Blocking;
 use crate::clients::{ClientInfo, Clients};
 use crate::clock;
+use crate::cluster_node::ClusterNode;
 use crate::config::Config;
 use crate::connection;
 use crate::replica::Replica;
@@ -37,6 +38,8 @@ pub struct Shared {
     pub store: SharedState,
     /// Set when the node is a replica of a Raft group.
     pub replica: Option<Arc<Replica>>,
+    /// Set when the node is part of a cluster (`--cluster-enabled yes`).
+    pub cluster: Option<Arc<ClusterNode>>,
     /// Clients blocked by BLPOP and its relatives (the replica's registry when
     /// the node is one).
     pub blocking: Arc<Blocking>,
@@ -75,6 +78,18 @@ impl Shared {
         Self::with_store(config, &mut rng, store, Some(replica))
     }
 
+    /// A cluster node's shared state. Keyspace commands are routed to its shard
+    /// replicas; the standalone store only backs node-level commands.
+    pub fn clustered(config: Config, seed: u64, node: Arc<ClusterNode>) -> Arc<Shared> {
+        let standalone = Shared::new(config.clone(), seed);
+        let mut rng = Rng::new(seed ^ 0xc1u64);
+        let shared = Self::with_store(config, &mut rng, standalone.store.clone(), None);
+        let mut shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("fresh Arc"));
+        shared.blocking = node.blocking.clone();
+        shared.cluster = Some(node);
+        Arc::new(shared)
+    }
+
     fn with_store(
         config: Config,
         rng: &mut Rng,
@@ -92,6 +107,7 @@ impl Shared {
         Arc::new(Shared {
             store,
             replica,
+            cluster: None,
             blocking,
             config: RwLock::new(config),
             clients: Clients::default(),

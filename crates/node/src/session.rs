@@ -14,6 +14,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The reply to CLUSTER on a node that is not part of a cluster.
+pub const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
+
 /// CLIENT REPLY mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyMode {
@@ -167,6 +170,10 @@ pub fn execute(
             "    Prints this help.",
         ]),
         name if name.starts_with("client|") => return client(shared, session, spec, arguments),
+        // Answered by a cluster node before it gets here.
+        name if name.starts_with("cluster|") || name.starts_with("slotraft|") => {
+            Frame::error(CLUSTER_DISABLED)
+        }
         other => Frame::error_owned(format!("ERR unknown command '{other}'")),
     };
     (Some(reply), Flow::Continue)

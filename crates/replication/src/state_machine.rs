@@ -164,6 +164,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             let mut context = Context::new(now_ms, request.seed);
             context.db = (*db as usize).min(state.keyspace.dbs().len().saturating_sub(1));
             context.protocol = request.protocol();
+            context.cluster_mode = state.keyspace.config.cluster_mode;
             let resolved: Vec<_> = commands
                 .iter()
                 .map(|arguments| keyspace::commands::resolve(arguments))

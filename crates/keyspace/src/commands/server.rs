@@ -107,6 +107,35 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
+/// slotraft's own cluster plumbing, used by `slotraft cluster` and between
+/// nodes (not part of Redis).
+const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
+    node(
+        "slotraft|node-info",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns this node's Raft id and cluster name.",
+    ),
+    node(
+        "slotraft|bootstrap",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Joins the cluster described by an encoded topology.",
+    ),
+    node(
+        "slotraft|put-leader",
+        5,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Records a shard's leader in the metadata group (on its leader).",
+    ),
+    node(
+        "slotraft|topology",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns the encoded topology this node knows.",
+    ),
+];
+
 const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     node(
         "config|get",
@@ -289,6 +318,18 @@ pub const COMMANDS: &[CommandSpec] = &[
             -2,
             0,
             "A container for client connection commands.",
+        )
+    },
+    CommandSpec {
+        name: "slotraft",
+        arity: -2,
+        subcommands: SLOTRAFT_SUBCOMMANDS,
+        handler: Handler::Container,
+        ..node(
+            "slotraft",
+            -2,
+            0,
+            "A container for slotraft's cluster commands.",
         )
     },
     CommandSpec {

@@ -1,0 +1,604 @@
+//! A node of a cluster (`--cluster-enabled yes`): it hosts a replica of the
+//! metadata group (when it is one of its voters) and replicas of the shards the
+//! topology places on it, all on one Raft RPC listener, and routes each request
+//! by hash slot.
+//!
+//! The topology reaches a node twice: once directly, when `slotraft cluster
+//! create` hands every node the same initial topology (`SLOTRAFT BOOTSTRAP`,
+//! saved in the node's directory so a restart finds it), and afterwards through
+//! the metadata group, whose founder proposes the initial topology and which
+//! carries every later change with a growing epoch. A task on every node
+//! watches the metadata state, opens the replicas a newer topology places on
+//! it, and reports the shards it leads (so every node can present leaders in
+//! CLUSTER SLOTS and send MOVED to them).
+
+use crate::blocking::Blocking;
+use crate::clock;
+use crate::config::Config;
+use crate::replica::{self, GroupSpec, Replica};
+use anyhow::{bail, Context as _};
+use bytes::Bytes;
+use cluster::Topology;
+use keyspace::{CommandSpec, Keyspace, KeyspaceConfig};
+use replication::group::Registry;
+use replication::meta;
+use replication::state_machine::lock;
+use replication::{NodeAddr, Op, Request};
+use resp::Frame;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use cluster::topology::METADATA_GROUP;
+
+/// The reply for a slot no shard owns.
+pub const SLOT_NOT_SERVED: &str = "CLUSTERDOWN Hash slot not served";
+
+/// This node's permanent identity: its Raft node id and its Redis node name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub id: u64,
+    pub name: String,
+}
+
+impl Identity {
+    /// Loads `dir/node.identity`, or creates it (with `--node-id` when given,
+    /// else a random id) on first start.
+    pub fn load_or_create(dir: &Path, wanted_id: u64, random: u64) -> anyhow::Result<Identity> {
+        let path = dir.join("node.identity");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let mut words = text.split_whitespace();
+            let (Some(id), Some(name)) = (words.next(), words.next()) else {
+                bail!("{} is malformed", path.display());
+            };
+            let id: u64 = id
+                .parse()
+                .with_context(|| format!("node id in {}", path.display()))?;
+            if wanted_id != 0 && wanted_id != id {
+                bail!("--node-id {wanted_id} differs from the saved id {id}");
+            }
+            return Ok(Identity {
+                id,
+                name: name.to_string(),
+            });
+        }
+        let mut rng = keyspace::Rng::new(random);
+        let id = if wanted_id != 0 {
+            wanted_id
+        } else {
+            // Keep ids within what every client and tool prints without loss.
+            (rng.next_u64() >> 12).max(1)
+        };
+        let name: String = (0..40)
+            .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
+            .collect();
+        write_atomically(&path, format!("{id} {name}\n").as_bytes())?;
+        Ok(Identity { id, name })
+    }
+}
+
+/// Writes a file so that a crash leaves either the old or the new contents.
+fn write_atomically(path: &Path, data: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(data)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(parent) = path.parent() {
+        std::fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct State {
+    topology: Option<Arc<Topology>>,
+    metadata: Option<Arc<Replica>>,
+    shards: BTreeMap<u64, Arc<Replica>>,
+}
+
+pub struct ClusterNode {
+    pub identity: Identity,
+    config: Config,
+    keyspace_config: KeyspaceConfig,
+    dir: PathBuf,
+    registry: Arc<Registry>,
+    client: rpc::RpcClient,
+    pub blocking: Arc<Blocking>,
+    shutdown: watch::Receiver<bool>,
+    state: RwLock<State>,
+    /// Serializes topology application (opening groups is async).
+    applying: tokio::sync::Mutex<()>,
+    seed: std::sync::Mutex<keyspace::Rng>,
+}
+
+/// Where a request goes.
+pub enum Target {
+    /// A replica on this node (which may still redirect to its leader).
+    Local(Arc<Replica>),
+    /// Answer this instead (MOVED, CROSSSLOT, CLUSTERDOWN).
+    Reply(Frame),
+}
+
+impl ClusterNode {
+    pub async fn start(
+        config: &Config,
+        keyspace_config: KeyspaceConfig,
+        raft_listener: TcpListener,
+        shutdown: watch::Receiver<bool>,
+        seed: u64,
+    ) -> anyhow::Result<Arc<ClusterNode>> {
+        let dir = Path::new(config.dir()).join("cluster");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let identity = Identity::load_or_create(&dir, config.node_id(), seed)?;
+        let registry = Registry::new();
+        replica::serve_raft(raft_listener, registry.clone(), shutdown.clone());
+        let node = Arc::new(ClusterNode {
+            identity,
+            config: config.clone(),
+            keyspace_config,
+            dir,
+            registry,
+            client: rpc::RpcClient::new(rpc::ClientOptions::default()),
+            blocking: Arc::new(Blocking::new()),
+            shutdown,
+            state: RwLock::new(State::default()),
+            applying: tokio::sync::Mutex::new(()),
+            seed: std::sync::Mutex::new(keyspace::Rng::new(seed ^ 0x5eed)),
+        });
+        if let Ok(bytes) = std::fs::read(node.bootstrap_path()) {
+            let topology = Topology::from_bytes(&bytes)
+                .map_err(|error| anyhow::anyhow!("saved topology: {error}"))?;
+            node.apply(topology).await?;
+        }
+        tokio::spawn(watch_metadata(node.clone()));
+        Ok(node)
+    }
+
+    fn bootstrap_path(&self) -> PathBuf {
+        self.dir.join("bootstrap.topology")
+    }
+
+    fn next_seed(&self) -> u64 {
+        self.seed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .next_u64()
+    }
+
+    fn state(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn topology(&self) -> Option<Arc<Topology>> {
+        self.state().topology.clone()
+    }
+
+    pub fn shard(&self, id: u64) -> Option<Arc<Replica>> {
+        self.state().shards.get(&id).cloned()
+    }
+
+    pub fn local_shards(&self) -> Vec<Arc<Replica>> {
+        self.state().shards.values().cloned().collect()
+    }
+
+    /// This node's Raft port and zone label, for `SLOTRAFT NODE-INFO`.
+    pub fn raft_port(&self) -> u16 {
+        self.config.raft_port()
+    }
+
+    pub fn zone(&self) -> String {
+        self.config.get("zone").unwrap_or("").to_string()
+    }
+
+    pub fn metadata(&self) -> Option<Arc<Replica>> {
+        self.state().metadata.clone()
+    }
+
+    /// SLOTRAFT BOOTSTRAP: joins the cluster described by `bytes`.
+    pub async fn bootstrap(&self, bytes: &[u8]) -> Result<(), String> {
+        let topology = Topology::from_bytes(bytes)?;
+        topology.validate()?;
+        if !topology.nodes.contains_key(&self.identity.id) {
+            return Err("this node is not part of the given topology".into());
+        }
+        if let Some(current) = self.topology() {
+            if current.epoch >= topology.epoch {
+                return if current.to_bytes() == topology.to_bytes() {
+                    Ok(())
+                } else {
+                    Err("this node already belongs to a cluster".into())
+                };
+            }
+        }
+        write_atomically(&self.bootstrap_path(), bytes).map_err(|error| error.to_string())?;
+        self.apply(topology)
+            .await
+            .map_err(|error| error.to_string())
+    }
+
+    /// Opens whatever `topology` places on this node and makes it current.
+    async fn apply(&self, topology: Topology) -> anyhow::Result<()> {
+        let _applying = self.applying.lock().await;
+        if self
+            .topology()
+            .is_some_and(|current| current.epoch > topology.epoch)
+        {
+            return Ok(());
+        }
+        let me = self.identity.id;
+        let addresses: BTreeMap<u64, NodeAddr> = topology
+            .nodes
+            .values()
+            .map(|node| {
+                (
+                    node.id,
+                    NodeAddr {
+                        raft: format!("{}:{}", node.host, node.raft_port),
+                        resp: format!("{}:{}", node.host, node.port),
+                    },
+                )
+            })
+            .collect();
+        let members_of = |ids: &[u64]| -> BTreeMap<u64, NodeAddr> {
+            ids.iter()
+                .filter_map(|id| addresses.get(id).map(|address| (*id, address.clone())))
+                .collect()
+        };
+        if self.metadata().is_none() && topology.metadata_voters.contains(&me) {
+            let replica = self
+                .open_group(
+                    METADATA_GROUP,
+                    members_of(&topology.metadata_voters),
+                    topology.metadata_voters.first().copied(),
+                    false,
+                )
+                .await?;
+            self.write_state().metadata = Some(replica);
+        }
+        for shard in topology.shards.values() {
+            if shard.replicas.contains(&me) && self.shard(shard.id).is_none() {
+                // The preferred leader (first replica) forms the shard, so
+                // shards start out led by different nodes.
+                let replica = self
+                    .open_group(
+                        shard.id,
+                        members_of(&shard.replicas),
+                        shard.replicas.first().copied(),
+                        true,
+                    )
+                    .await?;
+                self.write_state().shards.insert(shard.id, replica);
+            }
+        }
+        self.write_state().topology = Some(Arc::new(topology));
+        Ok(())
+    }
+
+    fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    async fn open_group(
+        &self,
+        group_id: u64,
+        members: BTreeMap<u64, NodeAddr>,
+        founder: Option<u64>,
+        shard: bool,
+    ) -> anyhow::Result<Arc<Replica>> {
+        let template = {
+            let mut keyspace = Keyspace::new(1, replica::group_hash_seed(group_id));
+            keyspace.config = self.keyspace_config.clone();
+            keyspace.config.cluster_mode = shard;
+            if shard {
+                keyspace.enable_slot_index();
+            }
+            keyspace
+        };
+        replica::open(
+            GroupSpec {
+                group_id,
+                node_id: self.identity.id,
+                members,
+                dir: self.dir.join(format!("group-{group_id}")),
+                template,
+                founder,
+            },
+            &self.config,
+            &self.registry,
+            self.client.clone(),
+            self.blocking.clone(),
+            self.shutdown.clone(),
+            self.next_seed(),
+        )
+        .await
+    }
+
+    /// The node a shard's requests should go to: its leader as this node
+    /// sees it (its own replica's view, else the metadata's record), else its
+    /// first replica.
+    pub fn leader_of(&self, topology: &Topology, shard: u64) -> Option<u64> {
+        if let Some(replica) = self.shard(shard) {
+            if let Some(leader) = replica.group.metrics().current_leader {
+                return Some(leader);
+            }
+        }
+        topology
+            .leaders
+            .get(&shard)
+            .map(|leader| leader.node)
+            .or_else(|| {
+                topology
+                    .shards
+                    .get(&shard)
+                    .and_then(|shard| shard.replicas.first().copied())
+            })
+    }
+
+    /// Routes a keyspace command by the slot of its keys.
+    pub fn target(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Target {
+        let Some(topology) = self.topology() else {
+            return Target::Reply(Frame::error("CLUSTERDOWN The cluster is down"));
+        };
+        let slot = match spec.name {
+            // Per-slot questions go to the shard that owns the slot; a node
+            // that holds none of its keys answers for none, as in Redis.
+            "cluster|countkeysinslot" | "cluster|getkeysinslot" => {
+                let owner = keyspace::args::parse_i64(&arguments[2])
+                    .ok()
+                    .and_then(|slot| u16::try_from(slot).ok())
+                    .and_then(|slot| topology.slot_owner(slot))
+                    .and_then(|shard| self.shard(shard));
+                return match owner {
+                    Some(replica) => Target::Local(replica),
+                    // Invalid slots get their error from any shard.
+                    None => match self.local_shards().into_iter().next() {
+                        Some(replica) => Target::Local(replica),
+                        None => Target::Reply(Frame::error(SLOT_NOT_SERVED)),
+                    },
+                };
+            }
+            _ => match command_slot(spec, arguments) {
+                Ok(slot) => slot,
+                Err(reply) => return Target::Reply(reply),
+            },
+        };
+        let Some(slot) = slot else {
+            // Keyless: this node's first shard, preferring one it leads.
+            let shards = self.local_shards();
+            let led = shards.iter().find(|replica| replica.group.raft.is_leader());
+            return match led.or(shards.first()) {
+                Some(replica) => Target::Local(replica.clone()),
+                None => Target::Reply(Frame::error("CLUSTERDOWN The cluster is down")),
+            };
+        };
+        let Some(shard) = topology.slot_owner(slot) else {
+            return Target::Reply(Frame::error(SLOT_NOT_SERVED));
+        };
+        if let Some(replica) = self.shard(shard) {
+            return Target::Local(replica);
+        }
+        match self
+            .leader_of(&topology, shard)
+            .and_then(|node| topology.nodes.get(&node))
+        {
+            Some(node) => Target::Reply(Frame::error_owned(format!(
+                "MOVED {slot} {}:{}",
+                node.host, node.port
+            ))),
+            None => Target::Reply(Frame::error(SLOT_NOT_SERVED)),
+        }
+    }
+
+    /// SLOTRAFT PUT-LEADER on the metadata leader.
+    pub async fn record_leader(&self, shard: u64, node: u64, term: u64) -> Result<Frame, String> {
+        let Some(metadata) = self.metadata() else {
+            return Err("this node holds no metadata replica".into());
+        };
+        if !metadata.group.raft.is_leader() {
+            return Err("this node does not lead the metadata group".into());
+        }
+        propose_meta(&metadata, Op::PutLeader { shard, node, term }).await
+    }
+}
+
+async fn propose_meta(metadata: &Replica, op: Op) -> Result<Frame, String> {
+    let seed = lock(&metadata.group.state).rng.next_u64();
+    let request = Request {
+        now_ms: clock::unix_ms(),
+        seed,
+        op,
+    };
+    let write = metadata.group.raft.client_write(request);
+    match tokio::time::timeout(Duration::from_secs(5), write).await {
+        Ok(Ok(response)) => Ok(response
+            .data
+            .replies
+            .into_iter()
+            .next()
+            .unwrap_or(Frame::Integer(0))),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("metadata proposal timed out".into()),
+    }
+}
+
+/// The slot of a command's keys: `None` when it has none, CROSSSLOT when they
+/// hash to different slots.
+pub fn command_slot(spec: &CommandSpec, arguments: &[Bytes]) -> Result<Option<u16>, Frame> {
+    keyspace::command_slot(spec, arguments).map_err(|_| Frame::error(keyspace::slots::CROSSSLOT))
+}
+
+/// Every 100 ms: adopt a newer topology from the metadata group, publish the
+/// initial one when this node founded the group, and report shards this node
+/// leads.
+async fn watch_metadata(node: Arc<ClusterNode>) {
+    let mut shutdown = node.shutdown.clone();
+    let mut interval = tokio::time::interval(Duration::from_millis(100));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        if let Err(error) = metadata_round(&node).await {
+            tracing::debug!(%error, "metadata round");
+        }
+    }
+}
+
+async fn metadata_round(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
+    let Some(current) = node.topology() else {
+        return Ok(());
+    };
+    // What the metadata group holds (a local replica, or asked of a member).
+    let stored = match node.metadata() {
+        Some(metadata) => {
+            let (stored, leaders) = {
+                let mut state = lock(&metadata.group.state);
+                (meta::topology(&mut state), meta::leaders(&mut state))
+            };
+            if metadata.group.raft.is_leader()
+                && stored
+                    .as_ref()
+                    .is_none_or(|(epoch, _)| *epoch < current.epoch)
+            {
+                let expected_epoch = stored.as_ref().map_or(0, |(epoch, _)| *epoch);
+                propose_meta(
+                    &metadata,
+                    Op::PutTopology {
+                        expected_epoch,
+                        epoch: current.epoch,
+                        topology: Bytes::from(current.to_bytes()),
+                    },
+                )
+                .await
+                .map_err(anyhow::Error::msg)?;
+            }
+            stored.map(|(epoch, bytes)| (epoch, bytes, leaders))
+        }
+        None => fetch_topology(node, &current).await,
+    };
+    if let Some((epoch, bytes, leaders)) = stored {
+        let mut topology = if epoch > current.epoch {
+            Topology::from_bytes(&bytes).map_err(anyhow::Error::msg)?
+        } else {
+            (*current).clone()
+        };
+        for (shard, record) in leaders {
+            if let Ok(next) = topology.with_leader(shard, record.node, record.term) {
+                topology = next;
+            }
+        }
+        if epoch > current.epoch {
+            node.apply(topology).await?;
+        } else {
+            node.write_state().topology = Some(Arc::new(topology));
+        }
+    }
+    report_leadership(node).await
+}
+
+/// A node without a metadata replica asks a metadata voter for the topology
+/// (leaders included in it).
+async fn fetch_topology(
+    node: &ClusterNode,
+    current: &Topology,
+) -> Option<(u64, Bytes, BTreeMap<u64, meta::LeaderRecord>)> {
+    let address = metadata_leader_address(node, current)?;
+    let reply = crate::resp_client::call(&address, &[b"SLOTRAFT", b"TOPOLOGY"])
+        .await
+        .ok()?;
+    let Frame::Bulk(bytes) = reply else {
+        return None;
+    };
+    let topology = Topology::from_bytes(&bytes).ok()?;
+    let leaders = topology
+        .leaders
+        .iter()
+        .map(|(shard, leader)| {
+            (
+                *shard,
+                meta::LeaderRecord {
+                    node: leader.node,
+                    term: leader.term,
+                },
+            )
+        })
+        .collect();
+    Some((topology.epoch, bytes, leaders))
+}
+
+/// Tells the metadata group about shards this node leads that it does not
+/// know as led by this node in this term.
+async fn report_leadership(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
+    let Some(topology) = node.topology() else {
+        return Ok(());
+    };
+    let me = node.identity.id;
+    for replica in node.local_shards() {
+        let metrics = replica.group.metrics();
+        if metrics.current_leader != Some(me) {
+            continue;
+        }
+        let term = metrics.current_term;
+        let known = topology.leaders.get(&replica.group.id);
+        if known.is_some_and(|leader| leader.node == me && leader.term >= term) {
+            continue;
+        }
+        let shard = replica.group.id;
+        match node.metadata() {
+            Some(metadata) if metadata.group.raft.is_leader() => {
+                propose_meta(
+                    &metadata,
+                    Op::PutLeader {
+                        shard,
+                        node: me,
+                        term,
+                    },
+                )
+                .await
+                .map_err(anyhow::Error::msg)?;
+            }
+            _ => {
+                let Some(address) = metadata_leader_address(node, &topology) else {
+                    continue;
+                };
+                let reply = crate::resp_client::call(
+                    &address,
+                    &[
+                        b"SLOTRAFT",
+                        b"PUT-LEADER",
+                        shard.to_string().as_bytes(),
+                        me.to_string().as_bytes(),
+                        term.to_string().as_bytes(),
+                    ],
+                )
+                .await?;
+                if let Frame::Error(text) = reply {
+                    bail!("reporting leadership: {}", String::from_utf8_lossy(&text));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The RESP address of the metadata group's leader, as far as this node knows.
+fn metadata_leader_address(node: &ClusterNode, topology: &Topology) -> Option<String> {
+    let leader = node
+        .metadata()
+        .and_then(|metadata| metadata.group.metrics().current_leader)
+        .or_else(|| topology.metadata_voters.first().copied())?;
+    topology
+        .nodes
+        .get(&leader)
+        .map(|info| format!("{}:{}", info.host, info.port))
+}

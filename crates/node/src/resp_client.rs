@@ -1,0 +1,56 @@
+//! A minimal RESP client for node-to-node and admin calls that are rare and
+//! small (leadership reports, topology fetches, `slotraft cluster` commands):
+//! one connection per call, one request, one reply, bounded in time and size.
+
+use anyhow::{bail, Context as _};
+use resp::Frame;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long one call may take, connection included.
+const CALL_LIMIT: Duration = Duration::from_secs(5);
+/// The largest reply accepted.
+const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Encodes `arguments` as a RESP multibulk request.
+pub fn encode_request(arguments: &[&[u8]]) -> Vec<u8> {
+    let mut wire = format!("*{}\r\n", arguments.len()).into_bytes();
+    for argument in arguments {
+        wire.extend(format!("${}\r\n", argument.len()).into_bytes());
+        wire.extend_from_slice(argument);
+        wire.extend_from_slice(b"\r\n");
+    }
+    wire
+}
+
+/// Sends one command to `address` and returns its reply (error replies are
+/// replies, not `Err`).
+pub async fn call(address: &str, arguments: &[&[u8]]) -> anyhow::Result<Frame> {
+    tokio::time::timeout(CALL_LIMIT, call_unbounded(address, arguments))
+        .await
+        .with_context(|| format!("{address} did not answer in time"))?
+}
+
+async fn call_unbounded(address: &str, arguments: &[&[u8]]) -> anyhow::Result<Frame> {
+    let mut stream = TcpStream::connect(address)
+        .await
+        .with_context(|| format!("connecting to {address}"))?;
+    stream.set_nodelay(true)?;
+    stream.write_all(&encode_request(arguments)).await?;
+    let mut buffer = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Ok(Some((frame, _))) = resp::parse_reply(&buffer) {
+            return Ok(frame);
+        }
+        let count = stream.read(&mut chunk).await?;
+        if count == 0 {
+            bail!("{address} closed the connection before replying");
+        }
+        buffer.extend_from_slice(&chunk[..count]);
+        if buffer.len() > MAX_REPLY_BYTES {
+            bail!("reply from {address} is too large");
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! Clusters of real `slotraft node` processes formed by `slotraft cluster
+//! create`: slot routing, redirects, CLUSTER replies, real cluster clients.
+
+mod t10_basics;

@@ -1,0 +1,237 @@
+//! A three-node cluster (three shards, three replicas each): every slot is
+//! served, keys land where their slot says, clients follow MOVED.
+
+use slotraft_tests::support::cluster::Cluster;
+use slotraft_tests::support::redis_cli;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// A CLUSTER SLOTS range: start, end, and (host, port, id) per node.
+type SlotsRange = (i64, i64, Vec<(String, i64, String)>);
+
+fn slots(connection: &mut redis::Connection) -> Vec<SlotsRange> {
+    let ranges: Vec<redis::Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(connection)
+        .unwrap();
+    ranges
+        .into_iter()
+        .map(|range| {
+            let redis::Value::Array(parts) = range else {
+                panic!("a range is an array")
+            };
+            let number = |value: &redis::Value| match value {
+                redis::Value::Int(number) => *number,
+                other => panic!("expected an integer, got {other:?}"),
+            };
+            let text = |value: &redis::Value| match value {
+                redis::Value::BulkString(data) => String::from_utf8(data.clone()).unwrap(),
+                other => panic!("expected a bulk string, got {other:?}"),
+            };
+            let nodes = parts[2..]
+                .iter()
+                .map(|node| {
+                    let redis::Value::Array(fields) = node else {
+                        panic!("a node is an array")
+                    };
+                    (text(&fields[0]), number(&fields[1]), text(&fields[2]))
+                })
+                .collect();
+            (number(&parts[0]), number(&parts[1]), nodes)
+        })
+        .collect()
+}
+
+#[test]
+fn a_created_cluster_covers_every_slot_and_routes_by_slot() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let mut direct = cluster.client(0);
+    let info: String = redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(&mut direct)
+        .unwrap();
+    assert!(info.contains("cluster_state:ok"), "{info}");
+    assert!(info.contains("cluster_slots_assigned:16384"), "{info}");
+    assert!(info.contains("cluster_size:3"), "{info}");
+    let ranges = slots(&mut direct);
+    let covered: u32 = ranges
+        .iter()
+        .map(|(start, end, _)| (end - start + 1) as u32)
+        .sum();
+    assert_eq!(covered, 16384);
+    for (_, _, nodes) in &ranges {
+        // A leader and two replicas, all distinct.
+        let ports: BTreeSet<i64> = nodes.iter().map(|(_, port, _)| *port).collect();
+        assert_eq!(ports.len(), 3, "{nodes:?}");
+    }
+    // Node ids agree with CLUSTER MYID.
+    let myid: String = redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut direct)
+        .unwrap();
+    assert_eq!(myid.len(), 40);
+    assert!(ranges
+        .iter()
+        .flat_map(|(_, _, nodes)| nodes)
+        .any(|(_, port, id)| *port == i64::from(cluster.members[0].port) && *id == myid));
+
+    // The cluster client writes keys of every slot range and reads them back.
+    let mut client = cluster.cluster_client();
+    for index in 0..300 {
+        let key = format!("key:{index}");
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg(index)
+            .query(&mut client)
+            .unwrap();
+    }
+    for index in 0..300 {
+        let value: i64 = redis::cmd("GET")
+            .arg(format!("key:{index}"))
+            .query(&mut client)
+            .unwrap();
+        assert_eq!(value, index);
+    }
+    // Multi-key commands in one slot work; across slots they are refused.
+    let _: () = redis::cmd("MSET")
+        .arg("{user1}:a")
+        .arg("1")
+        .arg("{user1}:b")
+        .arg("2")
+        .query(&mut client)
+        .unwrap();
+    let both: Vec<String> = redis::cmd("MGET")
+        .arg("{user1}:a")
+        .arg("{user1}:b")
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(both, vec!["1".to_string(), "2".to_string()]);
+    let error = redis::cmd("MSET")
+        .arg("a")
+        .arg("1")
+        .arg("b")
+        .arg("2")
+        .query::<()>(&mut direct)
+        .unwrap_err();
+    assert_eq!(error.code(), Some("CROSSSLOT"), "{error:?}");
+}
+
+#[test]
+fn redis_cli_follows_moved_and_plain_clients_get_redirects() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    // `foo` hashes to slot 12182; whichever node we ask, redis-cli -c gets there.
+    for index in 0..3 {
+        let port = cluster.members[index].port;
+        let output = std::process::Command::new("redis-cli")
+            .args(["-c", "-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(["SET", "foo", &format!("bar{index}")])
+            .output()
+            .expect("run redis-cli");
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "OK");
+    }
+    let output = redis_cli(cluster.members[1].port, "GET foo\n");
+    let moved_or_value = output.trim().to_string();
+    assert!(
+        moved_or_value == "bar2" || moved_or_value.starts_with("MOVED 12182 127.0.0.1:"),
+        "{moved_or_value}"
+    );
+    // A plain client on a node that does not lead slot 12182 gets MOVED.
+    let mut saw_moved = false;
+    for index in 0..3 {
+        let mut connection = cluster.client(index);
+        match redis::cmd("GET")
+            .arg("foo")
+            .query::<String>(&mut connection)
+        {
+            Ok(value) => assert_eq!(value, "bar2"),
+            Err(error) => {
+                assert_eq!(error.code(), Some("MOVED"), "{error:?}");
+                saw_moved = true;
+            }
+        }
+    }
+    assert!(saw_moved, "some node must redirect");
+}
+
+#[test]
+fn a_killed_shard_leader_is_replaced_and_clients_continue() {
+    let mut cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let mut client = cluster.cluster_client();
+    let _: () = redis::cmd("SET")
+        .arg("foo")
+        .arg("before")
+        .query(&mut client)
+        .unwrap();
+    // Who leads slot 12182 now?
+    let mut direct = cluster.client(0);
+    let leader_port = slots(&mut direct)
+        .into_iter()
+        .find(|(start, end, _)| (*start..=*end).contains(&12182))
+        .map(|(_, _, nodes)| nodes[0].1)
+        .unwrap();
+    let leader = cluster
+        .members
+        .iter()
+        .position(|member| i64::from(member.port) == leader_port)
+        .unwrap();
+    cluster.kill(leader);
+    let survivor = (0..3).find(|index| *index != leader).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut direct = cluster.client(survivor);
+        let moved_on = slots(&mut direct)
+            .into_iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&12182))
+            .is_some_and(|(_, _, nodes)| nodes[0].1 != leader_port);
+        if moved_on {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CLUSTER SLOTS never showed a new leader"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut client = cluster.cluster_client();
+    let value: String = redis::cmd("GET").arg("foo").query(&mut client).unwrap();
+    assert_eq!(value, "before");
+    let _: () = redis::cmd("SET")
+        .arg("foo")
+        .arg("after")
+        .query(&mut client)
+        .unwrap();
+}
+
+#[test]
+fn redis_cli_cluster_check_and_redis_benchmark_cluster_accept_it() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let address = format!("127.0.0.1:{}", cluster.members[0].port);
+    // Leaders settle on their preferred nodes: every node leads one shard.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let check = loop {
+        let output = std::process::Command::new("redis-cli")
+            .args(["--cluster", "check", &address])
+            .output()
+            .expect("run redis-cli --cluster check");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        if text.matches("M: ").count() == 3 || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        check.contains("[OK] All nodes agree about slots configuration."),
+        "{check}"
+    );
+    assert!(check.contains("[OK] All 16384 slots covered."), "{check}");
+    assert_eq!(check.matches("M: ").count(), 3, "{check}");
+    let output = std::process::Command::new("redis-benchmark")
+        .args(["--cluster", "-h", "127.0.0.1"])
+        .args(["-p", &cluster.members[0].port.to_string()])
+        .args(["-t", "set,get", "-n", "2000", "-q"])
+        .output()
+        .expect("run redis-benchmark --cluster");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("SET: ") && text.contains("GET: "), "{text}");
+}
