@@ -463,6 +463,11 @@ mod tests {
         h.set_value("gone-list", Value::list(["a", "b"]), Some(START_MS + 5));
         h.set_value("gone-hash", Value::hash([("f", "v")]), Some(START_MS + 5));
         h.set_value("gone-set", Value::set(["m", "1"]), Some(START_MS + 5));
+        h.set_value(
+            "gone-hll",
+            Value::String(crate::StringValue::raw(crate::hll::new_sparse())),
+            Some(START_MS + 5),
+        );
         h.context.db = 1;
         h.set_with_expiry("other-db", "x", START_MS + 5);
         h.context.db = 0;
@@ -540,6 +545,11 @@ mod tests {
             ),
             (vec!["SDIFF", "gone-set"], Some(Frame::Set(vec![]))),
             (vec!["TYPE", "gone-set"], Some(Frame::simple("none"))),
+            (vec!["PFCOUNT", "gone-hll"], Some(Frame::Integer(0))),
+            (
+                vec!["PFCOUNT", "gone-hll", "gone", "kept-hll"],
+                Some(Frame::Integer(0)),
+            ),
             (vec!["TTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["PTTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["EXPIRETIME", "gone"], Some(Frame::Integer(-2))),
@@ -559,7 +569,7 @@ mod tests {
             (vec!["OBJECT", "FREQ", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "HELP"], None),
             // As Redis: DBSIZE counts keys not reclaimed yet.
-            (vec!["DBSIZE"], Some(Frame::Integer(6))),
+            (vec!["DBSIZE"], Some(Frame::Integer(7))),
             (vec!["PING"], Some(Frame::simple("PONG"))),
             (vec!["ECHO", "hi"], Some(bulk("hi"))),
             (vec!["COMMAND"], None),
@@ -608,8 +618,8 @@ mod tests {
         assert_eq!(h.keyspace.expired_keys(), 0);
         assert_eq!(digest(&h.keyspace, START_MS), digest_before);
         let db = h.keyspace.db_ref(0);
-        assert_eq!(db.len(), 6);
-        assert_eq!(db.expires_len(), 5);
+        assert_eq!(db.len(), 7);
+        assert_eq!(db.expires_len(), 6);
         assert!(db.peek(b"gone", START_MS).is_some());
         assert!(db.peek(b"gone", START_MS + 10).is_none());
         assert!(h.keyspace.db_ref(1).peek(b"other-db", START_MS).is_some());

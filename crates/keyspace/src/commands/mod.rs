@@ -2,6 +2,7 @@
 //! resolution (name, subcommand, arity) with Redis's error texts.
 
 pub mod hashes;
+pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
 pub mod server;
@@ -20,6 +21,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     lists::COMMANDS,
     hashes::COMMANDS,
     sets::COMMANDS,
+    hyperloglog::COMMANDS,
     keys::COMMANDS,
     server::COMMANDS,
 ];
