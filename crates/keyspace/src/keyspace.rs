@@ -546,6 +546,21 @@ mod tests {
             (vec!["SDIFF", "gone-set"], Some(Frame::Set(vec![]))),
             (vec!["TYPE", "gone-set"], Some(Frame::simple("none"))),
             (vec!["PFCOUNT", "gone-hll"], Some(Frame::Integer(0))),
+            (vec!["SORT_RO", "gone-list"], Some(array(vec![]))),
+            (vec!["SORT_RO", "gone-set", "ALPHA"], Some(array(vec![]))),
+            (
+                vec![
+                    "SORT_RO",
+                    "gone-list",
+                    "BY",
+                    "gone*",
+                    "GET",
+                    "#",
+                    "GET",
+                    "gone-hash->f",
+                ],
+                Some(array(vec![])),
+            ),
             (
                 vec!["PFCOUNT", "gone-hll", "gone", "kept-hll"],
                 Some(Frame::Integer(0)),

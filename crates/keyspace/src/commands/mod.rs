@@ -7,6 +7,7 @@ pub mod keys;
 pub mod lists;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 
 use crate::command::CommandSpec;
@@ -23,6 +24,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     sets::COMMANDS,
     hyperloglog::COMMANDS,
     keys::COMMANDS,
+    sort::COMMANDS,
     server::COMMANDS,
 ];
 
