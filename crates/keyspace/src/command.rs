@@ -108,6 +108,9 @@ pub enum BeginSearch {
         keyword: &'static str,
         start_from: i32,
     },
+    /// Keys whose place cannot be described (SORT's BY/GET patterns and STORE);
+    /// the command's own key finder ([`CommandSpec::get_keys`]) locates them.
+    Unknown,
 }
 
 /// How keys are found from the beginning.
@@ -127,10 +130,14 @@ pub enum FindKeys {
         first_key: i32,
         step: i32,
     },
+    /// See [`BeginSearch::Unknown`].
+    Unknown,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub struct KeySpec {
+    /// Redis's explanation of an unusual spec, shown by COMMAND INFO ("" for none).
+    pub notes: &'static str,
     pub flags: u32,
     pub begin: BeginSearch,
     pub find: FindKeys,
@@ -140,6 +147,7 @@ impl KeySpec {
     /// One key at `index`.
     pub const fn single(index: i32, flags: u32) -> KeySpec {
         KeySpec {
+            notes: "",
             flags,
             begin: BeginSearch::Index(index),
             find: FindKeys::Range {
@@ -153,6 +161,7 @@ impl KeySpec {
     /// Keys from `index` to `last_key` (relative), every `step`.
     pub const fn range(index: i32, last_key: i32, step: i32, flags: u32) -> KeySpec {
         KeySpec {
+            notes: "",
             flags,
             begin: BeginSearch::Index(index),
             find: FindKeys::Range {
@@ -163,9 +172,25 @@ impl KeySpec {
         }
     }
 
+    /// Keys found only by the command's key finder, with Redis's note on why.
+    pub const fn unknown(flags: u32, notes: &'static str) -> KeySpec {
+        KeySpec {
+            notes,
+            flags,
+            begin: BeginSearch::Unknown,
+            find: FindKeys::Unknown,
+        }
+    }
+
+    /// The same spec with Redis's note on it.
+    pub const fn with_notes(self, notes: &'static str) -> KeySpec {
+        KeySpec { notes, ..self }
+    }
+
     /// A count at `index`, then that many keys right after it.
     pub const fn counted(index: i32, flags: u32) -> KeySpec {
         KeySpec {
+            notes: "",
             flags,
             begin: BeginSearch::Index(index),
             find: FindKeys::KeyNum {
@@ -196,7 +221,15 @@ pub struct CommandSpec {
     pub complexity: &'static str,
     pub subcommands: &'static [CommandSpec],
     pub handler: Handler,
+    /// The command's own key finder (Redis's `getkeys_proc`), for commands whose
+    /// key specs cannot place every key (SORT's STORE destination): positions
+    /// and key-spec flags. When set, it replaces the specs for key extraction.
+    pub get_keys: Option<KeyFinder>,
 }
+
+/// A command's own key finder: the key positions in the arguments, each with its
+/// key-spec flags.
+pub type KeyFinder = fn(&[Bytes]) -> Vec<(usize, u32)>;
 
 impl CommandSpec {
     /// Defaults for struct-update syntax in the table.
@@ -213,6 +246,7 @@ impl CommandSpec {
         complexity: "O(1)",
         subcommands: &[],
         handler: Handler::Node,
+        get_keys: None,
     };
 
     pub fn is_write(&self) -> bool {
@@ -274,6 +308,12 @@ impl CommandSpec {
     /// Argument indexes holding keys, from the key specs. Errors when the arguments
     /// contradict the spec (a key count that does not fit).
     pub fn key_positions(&self, arguments: &[Bytes]) -> Result<Vec<usize>, KeyExtractionError> {
+        if let Some(get_keys) = self.get_keys {
+            return Ok(get_keys(arguments)
+                .into_iter()
+                .map(|(position, _)| position)
+                .collect());
+        }
         let mut positions = Vec::new();
         for spec in self.key_specs {
             extract_keys(spec, arguments, &mut positions)?;
@@ -314,6 +354,7 @@ fn extract_keys(
                 None => return Ok(()),
             }
         }
+        BeginSearch::Unknown => return Ok(()),
     };
     if begin >= count {
         return Ok(());
@@ -366,6 +407,7 @@ fn extract_keys(
                 index += step;
             }
         }
+        FindKeys::Unknown => {}
     }
     Ok(())
 }

@@ -509,6 +509,11 @@ mod tests {
             Value::zset([(1.0, "a"), (2.0, "b")]),
             Some(START_MS + 5),
         );
+        h.set_value(
+            "gone-hll",
+            Value::String(crate::StringValue::raw(crate::hll::new_sparse())),
+            Some(START_MS + 5),
+        );
         h.context.db = 1;
         h.set_with_expiry("other-db", "x", START_MS + 5);
         h.context.db = 0;
@@ -636,6 +641,26 @@ mod tests {
                 vec!["ZINTERCARD", "1", "gone-zset"],
                 Some(Frame::Integer(0)),
             ),
+            (vec!["PFCOUNT", "gone-hll"], Some(Frame::Integer(0))),
+            (vec!["SORT_RO", "gone-list"], Some(array(vec![]))),
+            (vec!["SORT_RO", "gone-set", "ALPHA"], Some(array(vec![]))),
+            (
+                vec![
+                    "SORT_RO",
+                    "gone-list",
+                    "BY",
+                    "gone*",
+                    "GET",
+                    "#",
+                    "GET",
+                    "gone-hash->f",
+                ],
+                Some(array(vec![])),
+            ),
+            (
+                vec!["PFCOUNT", "gone-hll", "gone", "kept-hll"],
+                Some(Frame::Integer(0)),
+            ),
             (vec!["TTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["PTTL", "gone"], Some(Frame::Integer(-2))),
             (vec!["EXPIRETIME", "gone"], Some(Frame::Integer(-2))),
@@ -655,7 +680,7 @@ mod tests {
             (vec!["OBJECT", "FREQ", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "HELP"], None),
             // As Redis: DBSIZE counts keys not reclaimed yet.
-            (vec!["DBSIZE"], Some(Frame::Integer(7))),
+            (vec!["DBSIZE"], Some(Frame::Integer(8))),
             (vec!["PING"], Some(Frame::simple("PONG"))),
             (vec!["ECHO", "hi"], Some(bulk("hi"))),
             (vec!["COMMAND"], None),
@@ -717,8 +742,8 @@ mod tests {
         assert_eq!(h.keyspace.expired_keys(), 0);
         assert_eq!(digest(&h.keyspace, START_MS), digest_before);
         let db = h.keyspace.db_ref(0);
-        assert_eq!(db.len(), 7);
-        assert_eq!(db.expires_len(), 6);
+        assert_eq!(db.len(), 8);
+        assert_eq!(db.expires_len(), 7);
         assert!(db.peek(b"gone", START_MS).is_some());
         assert!(db.peek(b"gone", START_MS + 10).is_none());
         assert!(h.keyspace.db_ref(1).peek(b"other-db", START_MS).is_some());

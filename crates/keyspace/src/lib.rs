@@ -15,6 +15,7 @@ pub mod dump;
 pub mod errors;
 pub mod glob;
 pub mod hash;
+pub mod hll;
 pub mod indexed;
 mod keyspace;
 pub mod list;

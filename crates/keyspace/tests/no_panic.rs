@@ -102,6 +102,25 @@ const WORDS: &[&str] = &[
     "+",
     "+inf",
     "-9223372036854775807",
+    "BY",
+    "ASC",
+    "DESC",
+    "ALPHA",
+    "STORE",
+    "nosort",
+    "#",
+    "k*",
+    "*->f",
+    "{t}*",
+    "GETREG",
+    "DECODE",
+    "TODENSE",
+    // HyperLogLog-looking strings: a sparse value whose opcodes cover too few
+    // registers, one with VAL opcodes (U+0080 encodes as C2 80), and a dense
+    // header on a string of the wrong length.
+    "HYLL\u{1}\0\0\0\0\0\0\0\0\0\0\0\u{7f}\u{7f}",
+    "HYLL\u{1}\0\0\0\0\0\0\0\0\0\0\0\u{80}\u{7f}\u{7f}\u{80}",
+    "HYLL\0\0\0\0\0\0\0\0\0\0\0\0",
 ];
 
 fn command_names() -> Vec<String> {

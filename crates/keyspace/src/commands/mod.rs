@@ -3,10 +3,12 @@
 
 pub mod cluster;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
 pub mod server;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod zsets;
 
@@ -23,7 +25,9 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hashes::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    hyperloglog::COMMANDS,
     keys::COMMANDS,
+    sort::COMMANDS,
     server::COMMANDS,
     cluster::COMMANDS,
 ];

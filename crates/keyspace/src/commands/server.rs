@@ -453,6 +453,7 @@ fn key_spec_frame(spec: &KeySpec) -> Frame {
                 ]),
             ),
         ]),
+        BeginSearch::Unknown => unknown_search(),
     };
     let find = match spec.find {
         FindKeys::Range {
@@ -485,11 +486,23 @@ fn key_spec_frame(spec: &KeySpec) -> Frame {
                 ]),
             ),
         ]),
+        FindKeys::Unknown => unknown_search(),
     };
+    let mut fields = Vec::with_capacity(4);
+    if !spec.notes.is_empty() {
+        fields.push((bulk("notes"), bulk(spec.notes)));
+    }
+    fields.push((bulk("flags"), Frame::Set(flag_names)));
+    fields.push((bulk("begin_search"), begin));
+    fields.push((bulk("find_keys"), find));
+    Frame::Map(fields)
+}
+
+/// A begin-search or find-keys step of type `unknown` (its spec is empty).
+fn unknown_search() -> Frame {
     Frame::Map(vec![
-        (bulk("flags"), Frame::Set(flag_names)),
-        (bulk("begin_search"), begin),
-        (bulk("find_keys"), find),
+        (bulk("type"), bulk("unknown")),
+        (bulk("spec"), Frame::Map(Vec::new())),
     ])
 }
 
@@ -624,8 +637,31 @@ fn command_getkeys_and_flags(_: &mut Keyspace, _: &mut Context, arguments: &[Byt
         Ok(found) => found,
         Err(error) => return error,
     };
-    // Attribute each position to the spec that produced it.
     let target = &arguments[2..];
+    let flag_names = |flags: u32| {
+        Frame::Set(
+            key_flags::NAMES
+                .iter()
+                .filter(|(bit, _)| flags & bit != 0)
+                .map(|(_, name)| status(name))
+                .collect(),
+        )
+    };
+    // A command with its own key finder knows each key's flags.
+    if let Some(get_keys) = spec.get_keys {
+        return Frame::Array(
+            get_keys(target)
+                .into_iter()
+                .map(|(position, flags)| {
+                    Frame::Array(vec![
+                        Frame::Bulk(target[position].clone()),
+                        flag_names(flags),
+                    ])
+                })
+                .collect(),
+        );
+    }
+    // Attribute each position to the spec that produced it.
     let mut items = Vec::new();
     for key_spec in spec.key_specs {
         let single = CommandSpec {
@@ -634,14 +670,9 @@ fn command_getkeys_and_flags(_: &mut Keyspace, _: &mut Context, arguments: &[Byt
         };
         for position in single.key_positions(target).unwrap_or_default() {
             if positions.contains(&position) {
-                let names = key_flags::NAMES
-                    .iter()
-                    .filter(|(bit, _)| key_spec.flags & bit != 0)
-                    .map(|(_, name)| status(name))
-                    .collect();
                 items.push(Frame::Array(vec![
                     Frame::Bulk(target[position].clone()),
-                    Frame::Set(names),
+                    flag_names(key_spec.flags),
                 ]));
             }
         }
