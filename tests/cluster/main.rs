@@ -2,3 +2,4 @@
 //! create`: slot routing, redirects, CLUSTER replies, real cluster clients.
 
 mod t10_basics;
+mod t30_dev;

@@ -135,7 +135,7 @@ pub async fn create(
 }
 
 /// Waits until every node reports `cluster_state:ok` and every shard a leader.
-async fn wait_settled(addresses: &[String], limit: Duration) -> anyhow::Result<()> {
+pub async fn wait_settled(addresses: &[String], limit: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + limit;
     loop {
         let mut settled = true;

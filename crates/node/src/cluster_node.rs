@@ -122,6 +122,9 @@ pub enum Target {
     Local(Arc<Replica>),
     /// Answer this instead (MOVED, CROSSSLOT, CLUSTERDOWN).
     Reply(Frame),
+    /// A keyless read with no shard here to run it (PING, ECHO, TIME ... on
+    /// a node not yet in a cluster): run it on the node's own empty keyspace.
+    Unsharded,
 }
 
 impl ClusterNode {
@@ -345,8 +348,18 @@ impl ClusterNode {
 
     /// Routes a keyspace command by the slot of its keys.
     pub fn target(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Target {
+        let keyless = || {
+            if spec.is_write() {
+                Target::Reply(Frame::error("CLUSTERDOWN The cluster is down"))
+            } else {
+                Target::Unsharded
+            }
+        };
         let Some(topology) = self.topology() else {
-            return Target::Reply(Frame::error("CLUSTERDOWN The cluster is down"));
+            return match command_slot(spec, arguments) {
+                Ok(None) => keyless(),
+                _ => Target::Reply(Frame::error("CLUSTERDOWN The cluster is down")),
+            };
         };
         let slot = match spec.name {
             // Per-slot questions go to the shard that owns the slot; a node
@@ -377,7 +390,7 @@ impl ClusterNode {
             let led = shards.iter().find(|replica| replica.group.raft.is_leader());
             return match led.or(shards.first()) {
                 Some(replica) => Target::Local(replica.clone()),
-                None => Target::Reply(Frame::error("CLUSTERDOWN The cluster is down")),
+                None => keyless(),
             };
         };
         let Some(shard) = topology.slot_owner(slot) else {

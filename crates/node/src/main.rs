@@ -10,6 +10,7 @@ mod cluster_commands;
 mod cluster_node;
 mod config;
 mod connection;
+mod dev;
 mod info;
 mod replica;
 mod replicated;
@@ -49,6 +50,24 @@ enum Command {
         )]
         options: Vec<String>,
     },
+    /// Run a local cluster (3 nodes, 3 shards, 3 replicas each by default) until Ctrl-C.
+    Dev {
+        /// Where the nodes keep their data; a second run reuses it.
+        #[arg(long, default_value = "slotraft-dev")]
+        dir: std::path::PathBuf,
+        /// Client port of the first node (node i listens on PORT + i).
+        #[arg(long, default_value_t = 7000)]
+        port: u16,
+        /// Raft port of the first node (default: PORT + 10000).
+        #[arg(long)]
+        raft_port: Option<u16>,
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        #[arg(long, default_value_t = 3)]
+        shards: usize,
+        #[arg(long, default_value_t = 3)]
+        replicas: usize,
+    },
     /// Administer a cluster of running nodes (`--cluster-enabled yes`).
     Cluster {
         #[command(subcommand)]
@@ -85,6 +104,34 @@ fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Node { options } => run_node(parse_options(&options)?),
+        Command::Dev {
+            dir,
+            port,
+            raft_port,
+            nodes,
+            shards,
+            replicas,
+        } => {
+            let raft_port = match raft_port {
+                Some(raft_port) => raft_port,
+                None => port
+                    .checked_add(10_000)
+                    .context("--port is too high for the default --raft-port")?,
+            };
+            let options = dev::DevOptions {
+                dir,
+                port,
+                raft_port,
+                nodes,
+                shards,
+                replicas,
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?;
+            runtime.block_on(dev::run(options, random_seed()))
+        }
         Command::Cluster { command } => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -191,6 +191,13 @@ async fn run(
                             session.reply(output, &reply);
                             continue;
                         }
+                        Target::Unsharded => {
+                            let mut store = shared.store();
+                            let now_ms = clock::unix_ms();
+                            let reply = read(&mut store, now_ms, session, spec, &arguments);
+                            session.reply(output, &reply);
+                            continue;
+                        }
                     };
                     let replica = &*replica;
                     if !spec.is_write() {

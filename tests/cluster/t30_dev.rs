@@ -1,0 +1,117 @@
+//! `slotraft dev`: one command brings up a local cluster, Ctrl-C stops it
+//! cleanly, and a second run on the same directory keeps the data.
+
+use slotraft_tests::support::{binary, ScratchDir};
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A base port with `count` free ports after it, for client and Raft ports.
+fn free_run(count: u16) -> u16 {
+    for attempt in 0..200u32 {
+        let base = 20_000 + ((std::process::id() * 7919 + attempt * 104_729) % 20_000) as u16;
+        let free = (0..count).all(|offset| TcpListener::bind(("127.0.0.1", base + offset)).is_ok());
+        if free {
+            return base;
+        }
+    }
+    panic!("no free run of {count} ports");
+}
+
+/// Starts `slotraft dev` and waits for its ready message.
+fn start_dev(dir: &ScratchDir, port: u16, raft_port: u16) -> Child {
+    let mut child = Command::new(binary())
+        .arg("dev")
+        .arg("--dir")
+        .arg(&dir.0)
+        .args(["--port", &port.to_string()])
+        .args(["--raft-port", &raft_port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start slotraft dev");
+    let stdout = child.stdout.take().expect("stdout");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sender = Some(sender);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("connect: redis-cli -c -p") {
+                if let Some(sender) = sender.take() {
+                    let _ = sender.send(());
+                }
+            }
+        }
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(60))
+        .expect("slotraft dev did not become ready");
+    child
+}
+
+fn interrupt_and_wait(mut child: Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "slotraft dev exited with {status}");
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "slotraft dev did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn cluster_client(port: u16) -> redis::cluster::ClusterConnection {
+    redis::cluster::ClusterClientBuilder::new(vec![format!("redis://127.0.0.1:{port}/")])
+        .retries(10)
+        .build()
+        .expect("cluster client")
+        .get_connection()
+        .expect("cluster connection")
+}
+
+#[test]
+fn dev_starts_a_cluster_stops_on_ctrl_c_and_keeps_data() {
+    let dir = ScratchDir::new("dev");
+    let port = free_run(6);
+    let raft_port = port + 3;
+    let dev = start_dev(&dir, port, raft_port);
+    let mut client = cluster_client(port);
+    for index in 0..100 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("dev:{index}"))
+            .arg(index)
+            .query(&mut client)
+            .unwrap();
+    }
+    drop(client);
+    interrupt_and_wait(dev);
+    // Every node process is gone: nothing listens on their ports.
+    for offset in 0..3 {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port + offset)).is_err(),
+            "a node still listens on {}",
+            port + offset
+        );
+    }
+    // A second run reuses the data.
+    let dev = start_dev(&dir, port, raft_port);
+    let mut client = cluster_client(port);
+    for index in 0..100 {
+        let value: i64 = redis::cmd("GET")
+            .arg(format!("dev:{index}"))
+            .query(&mut client)
+            .unwrap();
+        assert_eq!(value, index);
+    }
+    drop(client);
+    interrupt_and_wait(dev);
+}
