@@ -4,6 +4,7 @@
 
 use crate::tools::{self, cargo, run_checked};
 use anyhow::{Context as _, Result};
+use std::ffi::OsString;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -26,26 +27,42 @@ pub fn run(options: &Options) -> Result<()> {
             println!("{name}: {}", tools::version_of(&path));
         }
     }
+    step("test prerequisites: redis-py and ioredis for the cluster client suites");
+    let clients = tools::ensure_client_libraries()?;
+    println!(
+        "redis-py {} in {}\nioredis {} in {}",
+        tools::REDIS_PY_VERSION,
+        clients.python_path.display(),
+        tools::IOREDIS_VERSION,
+        clients.node_path.display()
+    );
+    let test_environment = clients.environment();
 
     if options.skip_lint {
         println!("==> skipping fmt and clippy (--skip-lint)");
     } else {
-        cargo_step(["fmt", "--all", "--check"])?;
-        cargo_step([
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ])?;
+        cargo_step(["fmt", "--all", "--check"], &[])?;
+        cargo_step(
+            [
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            &[],
+        )?;
     }
-    cargo_step(["build", "--workspace"])?;
+    cargo_step(["build", "--workspace"], &[])?;
     if nextest_available() {
-        cargo_step(["nextest", "run", "--workspace", "--no-fail-fast"])?;
+        cargo_step(
+            ["nextest", "run", "--workspace", "--no-fail-fast"],
+            &test_environment,
+        )?;
     } else {
         println!("(cargo-nextest is not installed; falling back to cargo test)");
-        cargo_step(["test", "--workspace", "--no-fail-fast"])?;
+        cargo_step(["test", "--workspace", "--no-fail-fast"], &test_environment)?;
     }
     println!("==> ci passed in {}s", started.elapsed().as_secs());
     Ok(())
@@ -55,9 +72,11 @@ fn step(name: &str) {
     println!("==> {name}");
 }
 
-fn cargo_step<const N: usize>(args: [&str; N]) -> Result<()> {
+/// Runs `cargo <args>` with `environment` added to xtask's own.
+fn cargo_step<const N: usize>(args: [&str; N], environment: &[(&str, OsString)]) -> Result<()> {
     let mut command = cargo();
     command.args(args);
+    command.envs(environment.iter().map(|(name, value)| (name, value)));
     step(&format!("cargo {}", args.join(" ")));
     let started = Instant::now();
     run_checked(&mut command, STEP_TIMEOUT).context("ci stopped at a failing step")?;

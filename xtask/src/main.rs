@@ -24,7 +24,8 @@ Usage: cargo xtask <SUBCOMMAND> [OPTIONS]
 
 Subcommands:
   ci       The project's one test command. Installs redis-server, redis-cli and
-           redis-benchmark if missing (apt-get), then runs cargo fmt --all --check,
+           redis-benchmark if missing (apt-get) and the pinned redis-py and ioredis
+           under target/clients (pip, npm), then runs cargo fmt --all --check,
            cargo clippy --workspace --all-targets -D warnings, cargo build --workspace and
            cargo nextest run --workspace (cargo test if nextest is not installed).
              --skip-lint      skip the fmt and clippy steps
@@ -40,7 +41,8 @@ Subcommands:
              --rounds N       runs per cell, median reported (default 3; 1 with --quick)
              --only LIST      run only these sections, comma-separated: throughput,
                               memory, replication (default: all)
-  tools    Install the Redis tools if missing and print their versions.
+  tools    Install the Redis tools and client libraries if missing, print their
+           versions and the variables the cluster client suites read.
              --force          run apt-get install even if everything is present
   help     Print this help.
 ";

@@ -1,6 +1,7 @@
-//! Shared plumbing: workspace paths, running child processes with time limits, and the
+//! Shared plumbing: workspace paths, running child processes with time limits, the
 //! installer for the Redis tools (`redis-server`, `redis-cli`, `redis-benchmark`) that the
-//! integration tests and the benchmark compare against.
+//! integration tests and the benchmark compare against, and the installer for the real
+//! cluster clients (redis-py, ioredis) that the cluster suite drives.
 
 use anyhow::{bail, Context as _, Result};
 use std::ffi::OsString;
@@ -166,14 +167,163 @@ pub fn version_of(program: &Path) -> String {
     }
 }
 
-/// `cargo xtask tools`: make sure the Redis tools exist, then print their versions.
+/// `cargo xtask tools`: make sure the Redis tools and the client libraries exist, then
+/// print their versions and the environment the cluster suite reads.
 pub fn install_and_report(force: bool) -> Result<()> {
     ensure_redis_tools(&REDIS_COMMANDS, force)?;
     for name in REDIS_COMMANDS {
         let path = find_in_path(name).with_context(|| format!("{name} not found"))?;
         println!("{name}: {} ({})", version_of(&path), path.display());
     }
+    let clients = ensure_client_libraries()?;
+    println!("redis-py: {REDIS_PY_VERSION}; ioredis: {IOREDIS_VERSION}");
+    println!("\nTo run the client suites with plain cargo nextest, export:");
+    for (name, value) in clients.environment() {
+        println!("export {name}={}", value.to_string_lossy());
+    }
     Ok(())
+}
+
+/// The redis-py release the cluster suite runs (`tests/clients/scenario.py`).
+pub const REDIS_PY_VERSION: &str = "5.2.1";
+
+/// The ioredis release the cluster suite runs (`tests/clients/scenario.js`).
+pub const IOREDIS_VERSION: &str = "5.4.2";
+
+/// Where [`ensure_client_libraries`] put the client libraries, and the interpreters that
+/// run them.
+pub struct ClientLibraries {
+    /// A `python3` that has pip.
+    pub python: PathBuf,
+    /// A `pip install --target` directory holding redis-py: the `PYTHONPATH`.
+    pub python_path: PathBuf,
+    pub node: PathBuf,
+    /// The `node_modules` directory holding ioredis: the `NODE_PATH`.
+    pub node_path: PathBuf,
+}
+
+impl ClientLibraries {
+    /// The variables the client suites (`tests/cluster/t20_clients.rs`) read.
+    pub fn environment(&self) -> [(&'static str, OsString); 4] {
+        [
+            ("SLOTRAFT_PYTHON", self.python.clone().into_os_string()),
+            (
+                "SLOTRAFT_PYTHONPATH",
+                self.python_path.clone().into_os_string(),
+            ),
+            ("SLOTRAFT_NODE", self.node.clone().into_os_string()),
+            (
+                "SLOTRAFT_NODE_PATH",
+                self.node_path.clone().into_os_string(),
+            ),
+        ]
+    }
+}
+
+/// Installs the pinned redis-py and ioredis under `target/clients/` unless they are
+/// already there. Each goes into a directory named after its version, filled in a
+/// scratch directory first and renamed into place, so a directory that exists is complete
+/// and a second run costs two `stat`s. Nothing is installed outside `target/`.
+pub fn ensure_client_libraries() -> Result<ClientLibraries> {
+    let root = target_dir().join("clients");
+    let python = find_in_path("python3").context(
+        "python3 not found: the cluster suite runs redis-py scenarios (install python3 and pip)",
+    )?;
+    // A version manager's shim (pyenv) resolves the interpreter on every start and may
+    // read the caller's directory: pass the tests the interpreter itself.
+    let python = match run_captured(
+        Command::new(&python).args(["-c", "import sys; print(sys.executable)"]),
+        Duration::from_secs(30),
+    ) {
+        Ok(out) if out.success() && !out.stdout.trim().is_empty() => {
+            PathBuf::from(out.stdout.trim())
+        }
+        _ => python,
+    };
+    let node = find_in_path("node").context(
+        "node not found: the cluster suite runs ioredis scenarios (install nodejs and npm)",
+    )?;
+
+    let python_path = root.join(format!("python-redis-{REDIS_PY_VERSION}"));
+    if !python_path.join("redis").join("cluster.py").is_file() {
+        println!(
+            "==> installing redis-py {REDIS_PY_VERSION} into {}",
+            python_path.display()
+        );
+        install_into(&python_path, |scratch| {
+            let mut pip = Command::new(&python);
+            // Installing as root into a directory of our own is what we want.
+            pip.env("PIP_ROOT_USER_ACTION", "ignore");
+            pip.args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+            ])
+            .args(["--no-compile", "--quiet", "--target"])
+            .arg(scratch)
+            .arg(format!("redis=={REDIS_PY_VERSION}"));
+            pip
+        })?;
+    }
+
+    let node_prefix = root.join(format!("node-ioredis-{IOREDIS_VERSION}"));
+    let node_path = node_prefix.join("node_modules");
+    if !node_path.join("ioredis").join("package.json").is_file() {
+        let npm = find_in_path("npm").context(
+            "npm not found: the cluster suite runs ioredis scenarios (install nodejs and npm)",
+        )?;
+        println!(
+            "==> installing ioredis {IOREDIS_VERSION} into {}",
+            node_prefix.display()
+        );
+        install_into(&node_prefix, |scratch| {
+            let mut install = Command::new(&npm);
+            install
+                .args(["install", "--no-audit", "--no-fund", "--no-save"])
+                .args(["--no-package-lock", "--loglevel=error", "--prefix"])
+                .arg(scratch)
+                .arg(format!("ioredis@{IOREDIS_VERSION}"));
+            install
+        })?;
+    }
+    Ok(ClientLibraries {
+        python,
+        python_path,
+        node,
+        node_path,
+    })
+}
+
+/// Runs the installer `command(scratch)` into a fresh scratch directory beside
+/// `destination`, then renames the scratch directory to `destination`.
+fn install_into(destination: &Path, command: impl FnOnce(&Path) -> Command) -> Result<()> {
+    let file_name = destination
+        .file_name()
+        .context("an install directory needs a name")?
+        .to_string_lossy();
+    let scratch = destination.with_file_name(format!("{file_name}.partial"));
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch)
+            .with_context(|| format!("cannot remove {}", scratch.display()))?;
+    }
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("cannot create {}", scratch.display()))?;
+    let mut command = command(&scratch);
+    println!("$ {}", describe(&command));
+    run_checked(&mut command, Duration::from_secs(600))?;
+    if destination.exists() {
+        std::fs::remove_dir_all(destination)
+            .with_context(|| format!("cannot remove {}", destination.display()))?;
+    }
+    std::fs::rename(&scratch, destination).with_context(|| {
+        format!(
+            "cannot rename {} to {}",
+            scratch.display(),
+            destination.display()
+        )
+    })
 }
 
 /// Installs the Debian Redis packages if any of `required` is not on `PATH` (or if
