@@ -2,4 +2,5 @@
 //! create`: slot routing, redirects, CLUSTER replies, real cluster clients.
 
 mod t10_basics;
+mod t20_clients;
 mod t30_dev;
