@@ -55,6 +55,7 @@ use crate::dump::{self, crc64};
 use crate::set::SetEncoding;
 use crate::value::{StringValue, Value, EMBSTR_MAX_BYTES};
 use crate::{Keyspace, KeyspaceConfig};
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 
 /// The first bytes of every snapshot.
@@ -447,7 +448,7 @@ pub fn read_snapshot(
     if !reader.at_end()? {
         return Err(corrupt("trailing bytes after the checksum"));
     }
-    Ok(Keyspace::from_dbs(dbs, config))
+    Ok(Keyspace::from_parts(dbs, BTreeMap::new(), config))
 }
 
 /// Buffers reads and keeps the running CRC-64 of everything consumed.
