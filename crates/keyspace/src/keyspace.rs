@@ -5,7 +5,7 @@ use crate::rng::Rng;
 use crate::value::Value;
 use bytes::Bytes;
 use resp::Protocol;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a blocking command (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) waits for
 /// when it could not be served at once. The keyspace never waits: the command
@@ -111,6 +111,20 @@ pub struct Stats {
     pub dirty: u64,
 }
 
+/// Where a hash slot stands in a migration away from this keyspace. A slot with
+/// no state is served normally. The state decides replies, so it is replicated
+/// state: it changes only through the log, and snapshots and the digest carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SlotState {
+    /// The slot is being copied to another shard: reads are served, writes are
+    /// answered TRYAGAIN, so a copy taken from now on holds every acknowledged
+    /// write.
+    Frozen,
+    /// The slot has moved away and its keys were dropped: every command with
+    /// keys in it is answered TRYAGAIN (the client retries and is redirected).
+    Gone,
+}
+
 /// Redis's LFU_INIT_VAL: the counter a new key starts with.
 const LFU_INITIAL_COUNTER: u32 = 5;
 
@@ -128,6 +142,9 @@ pub struct Keyspace {
     /// command answers depends on it.
     ready_keys: Vec<(usize, Bytes)>,
     ready_set: BTreeSet<(usize, Bytes)>,
+    /// Slots being migrated away or already gone (absent: served). Replicated
+    /// state (see [`SlotState`]).
+    slot_states: BTreeMap<u16, SlotState>,
 }
 
 impl Keyspace {
@@ -144,18 +161,26 @@ impl Keyspace {
             stats: Stats::default(),
             ready_keys: Vec::new(),
             ready_set: BTreeSet::new(),
+            slot_states: BTreeMap::new(),
         }
     }
 
-    /// A keyspace made of already built databases (a loaded snapshot).
-    pub(crate) fn from_dbs(dbs: Vec<Db>, config: KeyspaceConfig) -> Self {
+    /// A keyspace made of already built databases and slot states (a loaded
+    /// snapshot).
+    pub(crate) fn from_parts(
+        dbs: Vec<Db>,
+        slot_states: BTreeMap<u16, SlotState>,
+        config: KeyspaceConfig,
+    ) -> Self {
         debug_assert!(!dbs.is_empty());
+        debug_assert!(slot_states.keys().all(|&slot| slot < cluster::SLOTS));
         Keyspace {
             dbs,
             config,
             stats: Stats::default(),
             ready_keys: Vec::new(),
             ready_set: BTreeSet::new(),
+            slot_states,
         }
     }
 
@@ -214,6 +239,66 @@ impl Keyspace {
     /// Whether hash slot `slot` of database `db` holds no key.
     pub fn slot_is_empty(&self, db: usize, slot: u16) -> bool {
         self.count_keys_in_slot(db, slot) == 0
+    }
+
+    /// Sets the migration state of hash slot `slot` (None: served normally). A
+    /// slot out of range (16384 and above) is ignored: no key hashes there.
+    pub fn set_slot_state(&mut self, slot: u16, state: Option<SlotState>) {
+        if slot >= cluster::SLOTS {
+            return;
+        }
+        match state {
+            Some(state) => {
+                self.slot_states.insert(slot, state);
+            }
+            None => {
+                self.slot_states.remove(&slot);
+            }
+        }
+    }
+
+    /// The migration state of hash slot `slot` (None: served normally).
+    pub fn slot_state(&self, slot: u16) -> Option<SlotState> {
+        self.slot_states.get(&slot).copied()
+    }
+
+    /// Every slot that is not served normally, with its state, in slot order.
+    pub fn slot_states(&self) -> &BTreeMap<u16, SlotState> {
+        &self.slot_states
+    }
+
+    /// Deletes every stored key of hash slot `slot` (expired ones included) in
+    /// every database and marks the slot [`SlotState::Gone`]; answers how many
+    /// keys were deleted. Uses the slot index when the databases keep one,
+    /// otherwise one pass over each table. Either way the keys go in byte
+    /// order, so the result does not depend on the index. A slot out of range
+    /// holds nothing and changes nothing.
+    pub fn drop_slot(&mut self, slot: u16) -> usize {
+        if slot >= cluster::SLOTS {
+            return 0;
+        }
+        let mut dropped = 0;
+        for db in &mut self.dbs {
+            let keys: Vec<Bytes> = if db.has_slot_index() {
+                db.keys_in_slot(slot, None, usize::MAX)
+            } else {
+                let mut keys: Vec<Bytes> = db
+                    .entries()
+                    .filter(|(key, _)| cluster::key_slot(key) == slot)
+                    .map(|(key, _)| Bytes::copy_from_slice(key))
+                    .collect();
+                keys.sort_unstable();
+                keys
+            };
+            for key in &keys {
+                if db.remove(key).is_some() {
+                    dropped += 1;
+                }
+            }
+        }
+        self.stats.dirty += dropped as u64;
+        self.slot_states.insert(slot, SlotState::Gone);
+        dropped
     }
 
     /// The live entry of `key` in the selected database. An expired key is absent,
@@ -913,5 +998,287 @@ mod tests {
                 prop_assert_eq!(digest(&standalone.keyspace, now), digest(&replica.keyspace, now));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod slot_state_tests {
+    use super::SlotState;
+    use crate::digest::digest;
+    use crate::testing::{Harness, START_MS};
+    use crate::{Value, TRYAGAIN};
+    use bytes::Bytes;
+    use cluster::key_slot;
+    use resp::Frame;
+
+    fn bulk(text: &str) -> Frame {
+        Frame::bulk(text.to_string())
+    }
+
+    fn tryagain() -> Frame {
+        Frame::Error(Bytes::from_static(
+            b"TRYAGAIN Multiple keys request during rehashing of slot",
+        ))
+    }
+
+    /// A harness with keys in slot `{s}` (two of them), one in another slot.
+    fn harness() -> (Harness, u16) {
+        let mut h = Harness::new();
+        h.set("{s}a", "1");
+        h.set_value("{s}b", Value::list(["x", "y"]), None);
+        h.set("other", "o");
+        (h, key_slot(b"s"))
+    }
+
+    #[test]
+    fn states_are_set_read_and_cleared() {
+        let (mut h, slot) = harness();
+        assert_eq!(h.keyspace.slot_state(slot), None);
+        assert!(h.keyspace.slot_states().is_empty());
+        h.keyspace.set_slot_state(slot, Some(SlotState::Frozen));
+        h.keyspace.set_slot_state(3, Some(SlotState::Gone));
+        assert_eq!(h.keyspace.slot_state(slot), Some(SlotState::Frozen));
+        assert_eq!(h.keyspace.slot_state(3), Some(SlotState::Gone));
+        assert_eq!(
+            h.keyspace.slot_states().iter().collect::<Vec<_>>(),
+            [(&3, &SlotState::Gone), (&slot, &SlotState::Frozen)]
+        );
+        h.keyspace.set_slot_state(slot, Some(SlotState::Gone));
+        assert_eq!(h.keyspace.slot_state(slot), Some(SlotState::Gone));
+        h.keyspace.set_slot_state(slot, None);
+        h.keyspace.set_slot_state(3, None);
+        assert!(h.keyspace.slot_states().is_empty());
+        // No key hashes beyond the last slot: nothing is recorded there.
+        h.keyspace.set_slot_state(16384, Some(SlotState::Gone));
+        h.keyspace.set_slot_state(u16::MAX, Some(SlotState::Frozen));
+        assert!(h.keyspace.slot_states().is_empty());
+        assert_eq!(h.keyspace.drop_slot(16384), 0);
+        assert!(h.keyspace.slot_states().is_empty());
+    }
+
+    #[test]
+    fn the_refusal_is_redis_text() {
+        assert_eq!(
+            TRYAGAIN,
+            "TRYAGAIN Multiple keys request during rehashing of slot"
+        );
+    }
+
+    /// A frozen slot answers its writes TRYAGAIN without running them and serves
+    /// its reads; keyless commands and other slots are untouched.
+    #[test]
+    fn a_frozen_slot_refuses_writes_and_serves_reads() {
+        let (mut h, slot) = harness();
+        h.keyspace.set_slot_state(slot, Some(SlotState::Frozen));
+        let before = digest(&h.keyspace, START_MS);
+        let dirty = h.keyspace.stats.dirty;
+        for words in [
+            &["SET", "{s}a", "2"][..],
+            &["SET", "{s}new", "2"],
+            &["DEL", "{s}a"],
+            &["DEL", "{s}a", "{s}b"],
+            &["INCR", "{s}a"],
+            &["APPEND", "{s}a", "x"],
+            &["EXPIRE", "{s}a", "100"],
+            &["PERSIST", "{s}a"],
+            &["GETDEL", "{s}a"],
+            &["LPUSH", "{s}b", "z"],
+            &["LPOP", "{s}b"],
+            &["BLPOP", "{s}b", "0"],
+            &["LMOVE", "{s}b", "{s}c", "LEFT", "RIGHT"],
+            &["RENAME", "{s}a", "{s}z"],
+            &["MSET", "{s}a", "1", "{s}c", "2"],
+            &["SORT", "{s}b", "ALPHA", "STORE", "{s}d"],
+            &["UNLINK", "{s}a"],
+            &["RESTORE", "{s}r", "0", "x"],
+        ] {
+            assert_eq!(h.run(words), tryagain(), "{words:?}");
+            assert_eq!(h.context.block, None, "{words:?}");
+        }
+        assert_eq!(digest(&h.keyspace, START_MS), before);
+        assert_eq!(h.keyspace.stats.dirty, dirty);
+
+        // Reads of the slot are served.
+        assert_eq!(h.run(&["GET", "{s}a"]), bulk("1"));
+        assert_eq!(
+            h.run(&["MGET", "{s}a", "{s}missing"]),
+            Frame::Array(vec![bulk("1"), Frame::Null])
+        );
+        assert_eq!(
+            h.run(&["LRANGE", "{s}b", "0", "-1"]),
+            Frame::Array(vec![bulk("x"), bulk("y")])
+        );
+        assert_eq!(h.run(&["EXISTS", "{s}a", "{s}b"]), Frame::Integer(2));
+        assert_eq!(h.run(&["TTL", "{s}a"]), Frame::Integer(-1));
+        assert_eq!(
+            h.run(&["SORT_RO", "{s}b", "ALPHA"]),
+            Frame::Array(vec![bulk("x"), bulk("y")])
+        );
+        // Keyless commands run, the slot commands included.
+        assert_eq!(h.run(&["PING"]), Frame::simple("PONG"));
+        assert_eq!(h.run(&["DBSIZE"]), Frame::Integer(3));
+        assert_eq!(
+            h.run(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]),
+            Frame::Integer(2)
+        );
+        let Frame::Array(keys) = h.run(&["KEYS", "*"]) else {
+            panic!("KEYS reply");
+        };
+        assert_eq!(keys.len(), 3);
+        // Other slots are served, writes included.
+        assert_eq!(h.run(&["SET", "other", "p"]), Frame::OK);
+        assert_eq!(h.run(&["GET", "other"]), bulk("p"));
+        assert_eq!(h.run(&["SET", "{t}x", "1"]), Frame::OK);
+
+        // Back to serving: writes run again.
+        h.keyspace.set_slot_state(slot, None);
+        assert_eq!(h.run(&["SET", "{s}a", "2"]), Frame::OK);
+        assert_eq!(h.run(&["GET", "{s}a"]), bulk("2"));
+        assert_eq!(h.run(&["LPOP", "{s}b"]), bulk("x"));
+    }
+
+    /// A gone slot refuses every command with keys in it, reads included.
+    #[test]
+    fn a_gone_slot_refuses_reads_and_writes() {
+        let (mut h, slot) = harness();
+        // Even keys still stored (as before the drop) are not answered.
+        h.keyspace.set_slot_state(slot, Some(SlotState::Gone));
+        for words in [
+            &["GET", "{s}a"][..],
+            &["EXISTS", "{s}a"],
+            &["TYPE", "{s}a"],
+            &["TTL", "{s}a"],
+            &["MGET", "{s}a", "{s}b"],
+            &["LRANGE", "{s}b", "0", "-1"],
+            &["DUMP", "{s}a"],
+            &["OBJECT", "ENCODING", "{s}a"],
+            &["SET", "{s}a", "2"],
+            &["DEL", "{s}a"],
+            &["BLPOP", "{s}b", "1"],
+        ] {
+            assert_eq!(h.run(words), tryagain(), "{words:?}");
+        }
+        assert_eq!(h.run(&["GET", "other"]), bulk("o"));
+        assert_eq!(h.run(&["SET", "other", "p"]), Frame::OK);
+        assert_eq!(h.run(&["PING"]), Frame::simple("PONG"));
+        assert_eq!(h.run(&["DBSIZE"]), Frame::Integer(3));
+        h.keyspace.set_slot_state(slot, None);
+        assert_eq!(h.run(&["GET", "{s}a"]), bulk("1"));
+        assert_eq!(h.run(&["SET", "{s}a", "2"]), Frame::OK);
+    }
+
+    /// States apply to every database alike (the refusal is per slot).
+    #[test]
+    fn states_apply_in_every_database() {
+        let (mut h, slot) = harness();
+        h.keyspace.set_slot_state(slot, Some(SlotState::Frozen));
+        h.context.db = 3;
+        assert_eq!(h.run(&["SET", "{s}a", "2"]), tryagain());
+        assert_eq!(h.run(&["GET", "{s}a"]), Frame::Null);
+        assert_eq!(h.run(&["SET", "other", "2"]), Frame::OK);
+    }
+
+    /// Fills databases 0 and 2 with keys of several slots (some with a TTL that
+    /// has passed, still stored), optionally with the slot index.
+    fn filled(indexed: bool) -> (Harness, u16) {
+        let mut h = Harness::new();
+        if indexed {
+            h.keyspace.enable_slot_index();
+        }
+        for db in [0, 2] {
+            h.context.db = db;
+            for index in 0..200 {
+                h.set(&format!("key:{index}"), "v");
+                h.set(&format!("{{d}}{index}"), "v");
+            }
+            h.set_with_expiry("{d}expired", "v", START_MS + 1);
+            h.set_with_expiry("other-expired", "v", START_MS + 1);
+        }
+        h.context.db = 0;
+        h.advance(10);
+        (h, key_slot(b"d"))
+    }
+
+    /// Every stored key of every database, with the slot of each.
+    fn stored(h: &Harness) -> Vec<(usize, Vec<u8>)> {
+        let mut keys: Vec<(usize, Vec<u8>)> = h
+            .keyspace
+            .dbs()
+            .iter()
+            .enumerate()
+            .flat_map(|(db, data)| data.entries().map(move |(key, _)| (db, key.to_vec())))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    #[test]
+    fn drop_slot_removes_exactly_the_slot_keys() {
+        for indexed in [false, true] {
+            let (mut h, slot) = filled(indexed);
+            let before = stored(&h);
+            let expected: Vec<_> = before
+                .iter()
+                .filter(|(_, key)| key_slot(key) != slot)
+                .cloned()
+                .collect();
+            let in_slot = before.len() - expected.len();
+            // 201 per database (200 plus the expired one), and the "key:N"
+            // names that happen to hash to the slot.
+            assert!(in_slot >= 402, "{in_slot}");
+            let dirty = h.keyspace.stats.dirty;
+            assert_eq!(h.keyspace.drop_slot(slot), in_slot, "indexed {indexed}");
+            assert_eq!(stored(&h), expected, "indexed {indexed}");
+            assert_eq!(h.keyspace.stats.dirty, dirty + in_slot as u64);
+            assert_eq!(h.keyspace.slot_state(slot), Some(SlotState::Gone));
+            assert_eq!(h.keyspace.has_slot_index(), indexed);
+            for (index, db) in h.keyspace.dbs().iter().enumerate() {
+                assert!(db.slot_index_is_exact(), "indexed {indexed}");
+                assert_eq!(db.count_keys_in_slot(slot), 0);
+                assert!(db.keys_in_slot(slot, None, 10).is_empty());
+                // Only other-expired keeps a TTL.
+                let ttls = usize::from(index == 0 || index == 2);
+                assert_eq!(db.expires_len(), ttls, "db {index}");
+            }
+            // Dropping again finds nothing; the state stays.
+            assert_eq!(h.keyspace.drop_slot(slot), 0);
+            assert_eq!(h.keyspace.slot_state(slot), Some(SlotState::Gone));
+            // Importing the slot back: served and empty.
+            h.keyspace.set_slot_state(slot, None);
+            assert_eq!(h.run(&["GET", "{d}1"]), Frame::Null);
+            assert_eq!(h.run(&["SET", "{d}1", "new"]), Frame::OK);
+            assert_eq!(h.keyspace.count_keys_in_slot(0, slot), 1);
+            assert!(h.keyspace.dbs().iter().all(|db| db.slot_index_is_exact()));
+        }
+    }
+
+    /// With and without the index, dropping leaves the same state: same keys,
+    /// same table layouts, same digest.
+    #[test]
+    fn drop_slot_does_not_depend_on_the_index() {
+        let (mut plain, slot) = filled(false);
+        let (mut indexed, _) = filled(true);
+        assert_eq!(
+            plain.keyspace.drop_slot(slot),
+            indexed.keyspace.drop_slot(slot)
+        );
+        for (first, second) in plain.keyspace.dbs().iter().zip(indexed.keyspace.dbs()) {
+            assert_eq!(first.layout(), second.layout());
+            let first: Vec<_> = first.entries().map(|(key, _)| key.to_vec()).collect();
+            let second: Vec<_> = second.entries().map(|(key, _)| key.to_vec()).collect();
+            assert_eq!(first, second);
+        }
+        let now = plain.context.now_ms;
+        assert_eq!(digest(&plain.keyspace, now), digest(&indexed.keyspace, now));
+    }
+
+    /// Cloning (the copy step of a snapshot) keeps the states.
+    #[test]
+    fn clones_keep_the_states() {
+        let (mut h, slot) = harness();
+        h.keyspace.set_slot_state(slot, Some(SlotState::Frozen));
+        h.keyspace.set_slot_state(7, Some(SlotState::Gone));
+        let copy = h.keyspace.clone();
+        assert_eq!(copy.slot_states(), h.keyspace.slot_states());
     }
 }

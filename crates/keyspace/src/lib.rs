@@ -31,7 +31,7 @@ pub mod zset;
 
 pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
-pub use keyspace::{BlockOn, Context, Keyspace, KeyspaceConfig, Stats};
+pub use keyspace::{BlockOn, Context, Keyspace, KeyspaceConfig, SlotState, Stats};
 pub use rng::Rng;
 pub use slots::{command_slot, SlotError};
 pub use value::{HashValue, ListValue, SetValue, StringValue, Value, ZSetValue};
@@ -39,9 +39,18 @@ pub use value::{HashValue, ListValue, SetValue, StringValue, Value, ZSetValue};
 use bytes::Bytes;
 use resp::Frame;
 
+/// The reply to a command refused because of its slot's migration state
+/// (Redis's text; clients retry on the TRYAGAIN prefix).
+pub const TRYAGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
+
 impl Keyspace {
     /// Runs a resolved command (see [`commands::resolve`]). Node-handled commands
     /// are refused here; the node runs them itself.
+    ///
+    /// A command whose keys are in a [`SlotState::Frozen`] slot is answered
+    /// [`TRYAGAIN`] without running when it is a write; in a
+    /// [`SlotState::Gone`] slot, whatever it is. Keyless commands, and commands
+    /// whose keys hash to different slots (the node refuses those first), run.
     pub fn execute(
         &mut self,
         spec: &CommandSpec,
@@ -49,6 +58,9 @@ impl Keyspace {
         arguments: &[Bytes],
     ) -> Frame {
         context.block = None;
+        if !self.slot_states().is_empty() && self.refused_by_slot_state(spec, arguments) {
+            return Frame::error(TRYAGAIN);
+        }
         match spec.handler {
             // A write runs through the log with the entry's time on every replica
             // alike, so it may always reclaim the expired keys it meets.
@@ -62,6 +74,18 @@ impl Keyspace {
             Handler::Node | Handler::Container => {
                 Frame::error_owned(format!("ERR command '{}' is not available here", spec.name))
             }
+        }
+    }
+
+    /// Whether the state of the command's slot refuses it (see [`Keyspace::execute`]).
+    fn refused_by_slot_state(&self, spec: &CommandSpec, arguments: &[Bytes]) -> bool {
+        let Ok(Some(slot)) = slots::command_slot(spec, arguments) else {
+            return false;
+        };
+        match self.slot_state(slot) {
+            None => false,
+            Some(SlotState::Frozen) => spec.is_write(),
+            Some(SlotState::Gone) => true,
         }
     }
 }

@@ -5,7 +5,13 @@
 //! "SLRFSNAP"                          magic, 8 bytes
 //! version                             u32 LE (2; 1 is still read)
 //! flags                               u8, version 2 only (bit 0: the databases
-//!                                     keep a per-slot key index; other bits 0)
+//!                                     keep a per-slot key index; bit 1: slot
+//!                                     states follow; other bits 0)
+//! slot states, only with flag bit 1:
+//!     state count                     varint (1 to 16384)
+//!     per state, in slot order:
+//!         slot                        u16 LE (below 16384, strictly increasing)
+//!         state                       u8 (1 frozen, 2 gone)
 //! database count                      varint (at least 1)
 //! per database, in index order:
 //!     db index                        varint (0, 1, 2, ... in sequence)
@@ -42,6 +48,8 @@
 //! RANDOMKEY picks and which keys an active-expiry entry reclaims come out as on
 //! the replicas that applied the log.
 //!
+//! The slots' migration states (frozen, gone), since they decide replies.
+//!
 //! **What is not:** access data (LRU/LFU; loaded keys start at 0) and statistics
 //! (hits, misses, dirty, expired keys): they are replica-local.
 //!
@@ -54,7 +62,9 @@ use crate::db::{Db, DbLayout};
 use crate::dump::{self, crc64};
 use crate::set::SetEncoding;
 use crate::value::{StringValue, Value, EMBSTR_MAX_BYTES};
-use crate::{Keyspace, KeyspaceConfig};
+use crate::{Keyspace, KeyspaceConfig, SlotState};
+use cluster::SLOTS;
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 
 /// The first bytes of every snapshot.
@@ -70,6 +80,15 @@ pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// Flags byte: the databases keep a per-slot key index.
 const FLAG_SLOT_INDEX: u8 = 1 << 0;
+
+/// Flags byte: slot states follow the flags. Written only when some slot has a
+/// state, so a keyspace without any writes the same bytes as before states
+/// existed (and a reader that predates them refuses a snapshot that has some).
+const FLAG_SLOT_STATES: u8 = 1 << 1;
+
+/// The byte of each slot state.
+const STATE_FROZEN: u8 = 1;
+const STATE_GONE: u8 = 2;
 
 /// Follows the last database.
 const END_MARKER: u8 = 0xFF;
@@ -157,12 +176,26 @@ pub fn write_snapshot(keyspace: &Keyspace, out: &mut impl Write) -> io::Result<(
     };
     writer.put(MAGIC)?;
     writer.put(&FORMAT_VERSION.to_le_bytes())?;
-    let flags = if keyspace.has_slot_index() {
-        FLAG_SLOT_INDEX
-    } else {
-        0
-    };
+    let mut flags = 0;
+    if keyspace.has_slot_index() {
+        flags |= FLAG_SLOT_INDEX;
+    }
+    let slot_states = keyspace.slot_states();
+    if !slot_states.is_empty() {
+        flags |= FLAG_SLOT_STATES;
+    }
     writer.put(&[flags])?;
+    if !slot_states.is_empty() {
+        writer.varint(slot_states.len() as u64)?;
+        for (&slot, &state) in slot_states {
+            let byte = match state {
+                SlotState::Frozen => STATE_FROZEN,
+                SlotState::Gone => STATE_GONE,
+            };
+            writer.put(&slot.to_le_bytes())?;
+            writer.put(&[byte])?;
+        }
+    }
     writer.varint(keyspace.dbs().len() as u64)?;
     let mut body = Vec::new();
     for (index, db) in keyspace.dbs().iter().enumerate() {
@@ -368,9 +401,14 @@ pub fn read_snapshot(
     } else {
         0
     };
-    if flags & !FLAG_SLOT_INDEX != 0 {
+    if flags & !(FLAG_SLOT_INDEX | FLAG_SLOT_STATES) != 0 {
         return Err(corrupt(format!("unknown flags {flags:#04x}")));
     }
+    let slot_states = if flags & FLAG_SLOT_STATES != 0 {
+        read_slot_states(&mut reader)?
+    } else {
+        BTreeMap::new()
+    };
     let database_count = reader.varint("database count")?;
     if database_count == 0 || database_count > MAX_DATABASES {
         return Err(corrupt(format!("{database_count} databases")));
@@ -447,7 +485,40 @@ pub fn read_snapshot(
     if !reader.at_end()? {
         return Err(corrupt("trailing bytes after the checksum"));
     }
-    Ok(Keyspace::from_dbs(dbs, config))
+    Ok(Keyspace::from_parts(dbs, slot_states, config))
+}
+
+/// The slot states section (present only with [`FLAG_SLOT_STATES`]): a count of
+/// at least one, then slots in strictly increasing order, each with a known state.
+fn read_slot_states<R: Read>(
+    reader: &mut SnapshotReader<'_, R>,
+) -> Result<BTreeMap<u16, SlotState>, SnapshotError> {
+    let count = reader.varint("slot state count")?;
+    if count == 0 || count > u64::from(SLOTS) {
+        return Err(corrupt(format!("{count} slot states")));
+    }
+    let mut states = BTreeMap::new();
+    let mut previous = None;
+    for _ in 0..count {
+        let slot = u16::from_le_bytes(reader.array("slot")?);
+        let [byte] = reader.array("slot state")?;
+        if slot >= SLOTS {
+            return Err(corrupt(format!("state for slot {slot}")));
+        }
+        if previous.is_some_and(|previous| slot <= previous) {
+            return Err(corrupt(format!("slot {slot} out of order")));
+        }
+        previous = Some(slot);
+        let state = match byte {
+            STATE_FROZEN => SlotState::Frozen,
+            STATE_GONE => SlotState::Gone,
+            other => {
+                return Err(corrupt(format!("unknown state {other} for slot {slot}")));
+            }
+        };
+        states.insert(slot, state);
+    }
+    Ok(states)
 }
 
 /// Buffers reads and keeps the running CRC-64 of everything consumed.
@@ -1329,11 +1400,112 @@ mod tests {
         assert_same_state_ignoring_index(&loaded, &old);
 
         let mut unknown_flag = indexed.clone();
-        unknown_flag[12] = 0x02;
+        unknown_flag[12] = 0x04;
         assert!(matches!(
             load(&resealed(unknown_flag)),
             Err(SnapshotError::Corrupt(_))
         ));
+    }
+
+    /// Slot states are written after the flags, kept by a round trip (with
+    /// and without the index) and absent from a snapshot without any.
+    #[test]
+    fn slot_states_round_trip() {
+        let mut seen = Vec::new();
+        for seed in [9, 10, 11] {
+            let (mut keyspace, now_ms) = random_keyspace(seed);
+            let indexed = keyspace.has_slot_index();
+            seen.push(indexed);
+            let without = to_bytes(&keyspace);
+            assert_eq!(without[12], if indexed { FLAG_SLOT_INDEX } else { 0 });
+            keyspace.set_slot_state(16383, Some(SlotState::Frozen));
+            keyspace.set_slot_state(0, Some(SlotState::Gone));
+            keyspace.set_slot_state(300, Some(SlotState::Frozen));
+            let dropped_slot = cluster::key_slot(b"k3");
+            keyspace.drop_slot(dropped_slot);
+            let data = to_bytes(&keyspace);
+            let flags = if indexed { FLAG_SLOT_INDEX } else { 0 } | FLAG_SLOT_STATES;
+            assert_eq!(data[12], flags);
+            let count = keyspace.slot_states().len();
+            assert_eq!(data[13] as usize, count);
+            assert_eq!(&data[14..17], &[0, 0, STATE_GONE]);
+            assert_eq!(
+                &data[14 + 3 * (count - 1)..14 + 3 * count],
+                &[0xFF, 0x3F, STATE_FROZEN]
+            );
+
+            let loaded = load(&data).unwrap();
+            assert_eq!(loaded.slot_states(), keyspace.slot_states());
+            assert_eq!(loaded.slot_state(dropped_slot), Some(SlotState::Gone));
+            assert_eq!(loaded.slot_state(1), None);
+            assert_eq!(loaded.has_slot_index(), indexed);
+            assert_same_state(&keyspace, &loaded);
+            assert_eq!(digest(&loaded, now_ms), digest(&keyspace, now_ms));
+            assert_eq!(to_bytes(&loaded), data);
+            // Clearing every state writes the bytes of a keyspace that never had any.
+            let mut cleared = loaded;
+            for slot in [16383, 0, 300, dropped_slot] {
+                cleared.set_slot_state(slot, None);
+            }
+            let mut never = keyspace.clone();
+            for slot in [16383, 0, 300, dropped_slot] {
+                never.set_slot_state(slot, None);
+            }
+            assert_eq!(to_bytes(&cleared), to_bytes(&never));
+            assert_eq!(
+                to_bytes(&cleared)[12],
+                if indexed { FLAG_SLOT_INDEX } else { 0 }
+            );
+        }
+        assert!(seen.contains(&true) && seen.contains(&false));
+        // A version 2 snapshot written before slot states (flags 0) loads
+        // without any.
+        assert!(load(&small_snapshot()).unwrap().slot_states().is_empty());
+    }
+
+    /// The slot state section refuses an empty or oversized count, slots out of
+    /// range or order, and unknown states.
+    #[test]
+    fn bad_slot_states_are_refused() {
+        let mut keyspace = Keyspace::new(1, 3);
+        keyspace.set_slot_state(5, Some(SlotState::Frozen));
+        keyspace.set_slot_state(9, Some(SlotState::Gone));
+        let data = to_bytes(&keyspace);
+        assert_eq!(
+            &data[12..21],
+            &[FLAG_SLOT_STATES, 2, 5, 0, STATE_FROZEN, 9, 0, STATE_GONE, 1]
+        );
+        assert!(load(&data).is_ok());
+        type Edit = fn(&mut Vec<u8>);
+        let cases: &[(&str, Edit)] = &[
+            ("unknown state 0", |d| d[16] = 0),
+            ("unknown state 3", |d| d[19] = 3),
+            ("same slot twice", |d| d[17] = 5),
+            ("out of order", |d| d[17] = 4),
+            ("slot 16384", |d| {
+                d[17..19].copy_from_slice(&16384u16.to_le_bytes());
+            }),
+            // Count 1: the second state is read as the database count.
+            ("count too small", |d| d[13] = 1),
+            ("count too large", |d| d[13] = 3),
+            ("flag without states", |d| {
+                d.drain(13..20);
+                d.insert(13, 0);
+            }),
+            ("states without the flag", |d| d[12] = 0),
+            ("more than 16384", |d| {
+                d.splice(13..14, [0x81, 0x80, 0x01]);
+            }),
+        ];
+        for (what, edit) in cases {
+            let mut damaged = data.clone();
+            edit(&mut damaged);
+            let error = load(&resealed(damaged)).err();
+            assert!(
+                matches!(error, Some(SnapshotError::Corrupt(_))),
+                "{what}: {error:?}"
+            );
+        }
     }
 
     fn assert_same_state_ignoring_index(first: &Keyspace, second: &Keyspace) {
