@@ -225,6 +225,16 @@ fn redis_cli_cluster_check_and_redis_benchmark_cluster_accept_it() {
     );
     assert!(check.contains("[OK] All 16384 slots covered."), "{check}");
     assert_eq!(check.matches("M: ").count(), 3, "{check}");
+    let own = std::process::Command::new(slotraft_tests::support::binary())
+        .args(["cluster", "check", &address])
+        .output()
+        .expect("run slotraft cluster check");
+    let own_text = String::from_utf8_lossy(&own.stdout).into_owned();
+    assert!(own.status.success(), "{own_text}");
+    assert!(
+        own_text.contains("[OK] All 16384 slots covered."),
+        "{own_text}"
+    );
     let output = std::process::Command::new("redis-benchmark")
         .args(["--cluster", "-h", "127.0.0.1"])
         .args(["-p", &cluster.members[0].port.to_string()])

@@ -215,3 +215,305 @@ pub async fn info(address: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Fetches and decodes the topology one node knows.
+async fn fetch_topology(address: &str) -> anyhow::Result<Topology> {
+    match call(address, &[b"SLOTRAFT", b"TOPOLOGY"]).await? {
+        Frame::Bulk(bytes) => Topology::from_bytes(&bytes).map_err(anyhow::Error::msg),
+        other => bail!("{address}: no topology ({other:?}); is it part of a cluster?"),
+    }
+}
+
+fn node_address(topology: &Topology, node: u64) -> Option<String> {
+    topology
+        .nodes
+        .get(&node)
+        .map(|info| format!("{}:{}", info.host, info.port))
+}
+
+/// Sends a command to whoever leads: starts at `first`, follows `ERR
+/// NOTLEADER host:port` answers, and waits a little when no leader is known.
+async fn leader_call(first: String, arguments: &[&[u8]]) -> anyhow::Result<Frame> {
+    let mut address = first;
+    for _ in 0..50 {
+        let reply = call(&address, arguments).await;
+        match reply {
+            Ok(Frame::Error(text)) if text.starts_with(b"ERR NOTLEADER ") => {
+                let named = String::from_utf8_lossy(&text[b"ERR NOTLEADER ".len()..]).into_owned();
+                if named != "?" {
+                    address = named;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(reply) => return Ok(reply),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    bail!(
+        "no leader answered {}",
+        String::from_utf8_lossy(arguments[1])
+    )
+}
+
+fn shard_leader_address(topology: &Topology, shard: u64) -> anyhow::Result<String> {
+    topology
+        .leader_of(shard)
+        .and_then(|node| node_address(topology, node))
+        .with_context(|| format!("shard {shard} has no known replica"))
+}
+
+/// Proposes a metadata change until it is stored (`:1`), retrying when
+/// another change came first (`:0`).
+async fn metadata_change(topology: &Topology, arguments: &[&[u8]]) -> anyhow::Result<()> {
+    let first = topology
+        .metadata_voters
+        .first()
+        .and_then(|node| node_address(topology, *node))
+        .context("no metadata voter")?;
+    for _ in 0..50 {
+        match leader_call(first.clone(), arguments).await? {
+            Frame::Integer(1) => return Ok(()),
+            Frame::Integer(_) => tokio::time::sleep(Duration::from_millis(150)).await,
+            other => bail!("metadata change refused: {other:?}"),
+        }
+    }
+    bail!("the metadata change kept losing to other changes")
+}
+
+fn expect_ok(reply: Frame, what: &str) -> anyhow::Result<Frame> {
+    match reply {
+        Frame::Error(text) => bail!("{what}: {}", String::from_utf8_lossy(&text)),
+        reply => Ok(reply),
+    }
+}
+
+/// Keys moved per EXPORT/IMPORT round trip.
+const MIGRATE_BATCH: usize = 100;
+
+/// Moves one slot from shard `from` to shard `to`: freeze the slot on the
+/// source (writes answer TRYAGAIN), copy its keys, mark it gone on the source
+/// (everything answers TRYAGAIN), make the target its owner. Returns the keys
+/// moved. Rerunning after an interruption is safe: the copy replaces, and
+/// nothing writes to a frozen slot.
+async fn migrate_slot(address: &str, slot: u16, from: u64, to: u64) -> anyhow::Result<usize> {
+    let topology = fetch_topology(address).await?;
+    let slot_text = slot.to_string();
+    let (from_text, to_text) = (from.to_string(), to.to_string());
+    if !topology.migrations.contains_key(&slot) {
+        metadata_change(
+            &topology,
+            &[
+                b"SLOTRAFT",
+                b"MIGRATE-BEGIN",
+                slot_text.as_bytes(),
+                to_text.as_bytes(),
+            ],
+        )
+        .await?;
+    }
+    let source = shard_leader_address(&topology, from)?;
+    let target = shard_leader_address(&topology, to)?;
+    expect_ok(
+        leader_call(
+            source.clone(),
+            &[
+                b"SLOTRAFT",
+                b"SLOT-STATE",
+                from_text.as_bytes(),
+                slot_text.as_bytes(),
+                b"1",
+            ],
+        )
+        .await?,
+        "freezing the slot",
+    )?;
+    let mut after = Bytes::new();
+    let mut moved = 0;
+    let mut first_round = true;
+    loop {
+        let count = MIGRATE_BATCH.to_string();
+        let reply = leader_call(
+            source.clone(),
+            &[
+                b"SLOTRAFT",
+                b"EXPORT",
+                from_text.as_bytes(),
+                slot_text.as_bytes(),
+                &after,
+                count.as_bytes(),
+            ],
+        )
+        .await?;
+        let Frame::Array(items) = expect_ok(reply, "exporting keys")? else {
+            bail!("unexpected EXPORT reply");
+        };
+        let mut import: Vec<Bytes> = vec![
+            Bytes::from_static(b"SLOTRAFT"),
+            Bytes::from_static(b"IMPORT"),
+            Bytes::from(to_text.clone()),
+            Bytes::from(slot_text.clone()),
+        ];
+        let exported = items.len();
+        for item in items {
+            let Frame::Array(parts) = item else {
+                bail!("unexpected EXPORT item");
+            };
+            let (Some(Frame::Bulk(key)), Some(Frame::Integer(expire)), Some(dump)) =
+                (parts.first(), parts.get(1), parts.get(2))
+            else {
+                bail!("unexpected EXPORT item");
+            };
+            after = key.clone();
+            if let Frame::Bulk(dump) = dump {
+                import.push(key.clone());
+                import.push(Bytes::from(expire.to_string()));
+                import.push(dump.clone());
+            }
+        }
+        if import.len() > 4 {
+            moved += (import.len() - 4) / 3;
+            let arguments: Vec<&[u8]> = import.iter().map(|part| &part[..]).collect();
+            expect_ok(
+                leader_call(target.clone(), &arguments).await?,
+                "importing keys",
+            )?;
+        } else if first_round {
+            // No keys: the target must still serve the slot.
+            expect_ok(
+                leader_call(
+                    target.clone(),
+                    &[
+                        b"SLOTRAFT",
+                        b"SLOT-STATE",
+                        to_text.as_bytes(),
+                        slot_text.as_bytes(),
+                        b"0",
+                    ],
+                )
+                .await?,
+                "opening the slot on the target",
+            )?;
+        }
+        first_round = false;
+        if exported < MIGRATE_BATCH {
+            break;
+        }
+    }
+    expect_ok(
+        leader_call(
+            source,
+            &[
+                b"SLOTRAFT",
+                b"DROP-SLOT",
+                from_text.as_bytes(),
+                slot_text.as_bytes(),
+            ],
+        )
+        .await?,
+        "dropping the slot from the source",
+    )?;
+    metadata_change(
+        &topology,
+        &[b"SLOTRAFT", b"MIGRATE-FINISH", slot_text.as_bytes()],
+    )
+    .await?;
+    Ok(moved)
+}
+
+/// `slotraft cluster reshard HOST:PORT --from SHARD --to SHARD --slots N`:
+/// moves the first N slots of one shard to another, online.
+pub async fn reshard(address: &str, from: u64, to: u64, slots: usize) -> anyhow::Result<()> {
+    let topology = fetch_topology(address).await?;
+    for shard in [from, to] {
+        if !topology.shards.contains_key(&shard) {
+            bail!("there is no shard {shard}");
+        }
+    }
+    if from == to {
+        bail!("--from and --to name the same shard");
+    }
+    let chosen: Vec<u16> = topology
+        .ranges_of(from)
+        .into_iter()
+        .flat_map(|(start, end)| start..=end)
+        .take(slots)
+        .collect();
+    if chosen.is_empty() {
+        bail!("shard {from} owns no slots");
+    }
+    println!(
+        ">>> Moving {} slots from shard {from} to shard {to}",
+        chosen.len()
+    );
+    let started = Instant::now();
+    let mut keys = 0;
+    for (done, slot) in chosen.iter().enumerate() {
+        keys += migrate_slot(address, *slot, from, to).await?;
+        let width = 40;
+        let filled = (done + 1) * width / chosen.len();
+        print!(
+            "\r[{}{}] {}/{} slots, {keys} keys",
+            "#".repeat(filled),
+            " ".repeat(width - filled),
+            done + 1,
+            chosen.len()
+        );
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+    }
+    println!();
+    println!(
+        "[OK] Moved {} slots ({keys} keys) in {:.1}s.",
+        chosen.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `slotraft cluster check HOST:PORT`: every node of the cluster answers with
+/// the same topology epoch, all 16384 slots are owned, every shard has a
+/// leader that accepts requests, and no slot is left in migration.
+pub async fn check(address: &str) -> anyhow::Result<()> {
+    let topology = fetch_topology(address).await?;
+    println!(
+        ">>> Checking the cluster (epoch {}, {} nodes, {} shards) from {address}",
+        topology.epoch,
+        topology.nodes.len(),
+        topology.shards.len()
+    );
+    let mut problems = Vec::new();
+    for node in topology.nodes.values() {
+        let node_address = format!("{}:{}", node.host, node.port);
+        match fetch_topology(&node_address).await {
+            Ok(seen) if seen.epoch == topology.epoch => {}
+            Ok(seen) => problems.push(format!(
+                "{node_address} is at epoch {}, not {}",
+                seen.epoch, topology.epoch
+            )),
+            Err(error) => problems.push(format!("{node_address} does not answer: {error}")),
+        }
+    }
+    let assigned = topology.slots.assigned();
+    if assigned != 16384 {
+        problems.push(format!("only {assigned} of 16384 slots are assigned"));
+    }
+    for (slot, migration) in &topology.migrations {
+        problems.push(format!(
+            "slot {slot} is moving from shard {} to shard {}",
+            migration.from, migration.to
+        ));
+    }
+    if !leaders_known(address).await {
+        problems.push("some shard has no leader accepting requests".to_string());
+    }
+    if problems.is_empty() {
+        println!("[OK] All nodes agree about the topology.");
+        println!("[OK] All 16384 slots covered.");
+        Ok(())
+    } else {
+        for problem in &problems {
+            println!("[ERR] {problem}");
+        }
+        bail!("{} problem(s) found", problems.len())
+    }
+}

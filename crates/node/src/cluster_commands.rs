@@ -7,6 +7,7 @@ use crate::cluster_node::ClusterNode;
 use bytes::Bytes;
 use keyspace::args::parse_i64;
 use keyspace::CommandSpec;
+use replication::Op;
 use resp::Frame;
 
 fn bulk(text: impl Into<String>) -> Frame {
@@ -76,9 +77,173 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             Some(topology) => Frame::Bulk(Bytes::from(topology.to_bytes())),
             None => Frame::Null,
         },
+        "slotraft|migrate-begin" => {
+            let (slot, to) = match (number(&arguments[2]), number(&arguments[3])) {
+                (Some(slot), Some(to)) if slot < 16384 => (slot as u16, to),
+                _ => return Some(Frame::error("ERR invalid slot or shard")),
+            };
+            node.change_topology(|topology| topology.begin_migration(slot, to))
+                .await
+        }
+        "slotraft|migrate-finish" => {
+            let Some(slot) = number(&arguments[2]).filter(|slot| *slot < 16384) else {
+                return Some(Frame::error("ERR invalid slot"));
+            };
+            node.change_topology(|topology| topology.finish_migration(slot as u16))
+                .await
+        }
+        "slotraft|slot-state" | "slotraft|drop-slot" => {
+            let (shard, slot) = match (number(&arguments[2]), number(&arguments[3])) {
+                (Some(shard), Some(slot)) if slot < 16384 => (shard, slot as u16),
+                _ => return Some(Frame::error("ERR invalid shard or slot")),
+            };
+            let op = if spec.name == "slotraft|drop-slot" {
+                Op::DropSlot { slot }
+            } else {
+                match number(&arguments[4]).filter(|state| *state <= 2) {
+                    Some(state) => Op::SlotState {
+                        slot,
+                        state: state as u8,
+                    },
+                    None => return Some(Frame::error("ERR invalid slot state")),
+                }
+            };
+            match node.leading_shard(shard) {
+                Ok(replica) => match crate::cluster_node::propose_op(&replica, op).await {
+                    Ok(reply) => reply,
+                    Err(error) => Frame::error_owned(format!("ERR {error}")),
+                },
+                Err(error) => error,
+            }
+        }
+        "slotraft|export" => export(node, arguments).await,
+        "slotraft|import" => import(node, arguments).await,
         _ => return None,
     };
     Some(reply)
+}
+
+fn number(argument: &[u8]) -> Option<u64> {
+    parse_i64(argument).ok().and_then(|n| u64::try_from(n).ok())
+}
+
+/// SLOTRAFT EXPORT shard slot after count: up to `count` keys of `slot` after
+/// the key `after` ("" from the start), each as [key, expire-at-ms or -1,
+/// DUMP payload], read linearizably on the shard's leader.
+async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
+    use openraft::raft::linearizable_read::LinearizerOption;
+    let (Some(shard), Some(slot), Some(count)) = (
+        number(&arguments[2]),
+        number(&arguments[3]).filter(|slot| *slot < 16384),
+        number(&arguments[5]),
+    ) else {
+        return Frame::error("ERR invalid shard, slot or count");
+    };
+    let replica = match node.leading_shard(shard) {
+        Ok(replica) => replica,
+        Err(error) => return error,
+    };
+    let check = replica
+        .group
+        .raft
+        .ensure_linearizable(LinearizerOption::new(None, true));
+    match tokio::time::timeout(std::time::Duration::from_secs(2), check).await {
+        Ok(Ok(_)) => {}
+        _ => return Frame::error("ERR the shard leader could not confirm its leadership"),
+    }
+    let after = (!arguments[4].is_empty()).then(|| &arguments[4][..]);
+    let mut state = replication::state_machine::lock(&replica.group.state);
+    let now_ms = clock::unix_ms().max(state.log_time_ms);
+    let keys = state
+        .keyspace
+        .keys_in_slot(0, slot as u16, after, count.min(10_000) as usize);
+    let mut items = Vec::with_capacity(keys.len());
+    for key in keys {
+        let mut run = |words: &[&[u8]]| {
+            let arguments: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w)).collect();
+            let spec = keyspace::commands::resolve(&arguments).expect("known command");
+            let mut context = keyspace::Context::new(now_ms, 0);
+            context.lazy_expire = false;
+            context.cluster_mode = true;
+            state.keyspace.execute(spec, &mut context, &arguments)
+        };
+        let dump = run(&[b"DUMP", &key]);
+        let expire = run(&[b"PEXPIRETIME", &key]);
+        if let (Frame::Bulk(dump), Frame::Integer(expire)) = (dump, expire) {
+            items.push(Frame::Array(vec![
+                Frame::Bulk(key),
+                Frame::Integer(expire),
+                Frame::Bulk(dump),
+            ]));
+        } else {
+            // Expired but not yet reclaimed: it has nothing to move, but the
+            // cursor must still pass it.
+            items.push(Frame::Array(vec![
+                Frame::Bulk(key),
+                Frame::Integer(-2),
+                Frame::Null,
+            ]));
+        }
+    }
+    Frame::Array(items)
+}
+
+/// SLOTRAFT IMPORT shard slot key expire-at dump [key expire-at dump ...]:
+/// restores the keys (replacing, with their absolute expiry) through the
+/// shard's log on its leader, after making sure the shard serves the slot.
+async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
+    let (Some(shard), Some(slot)) = (
+        number(&arguments[2]),
+        number(&arguments[3]).filter(|slot| *slot < 16384),
+    ) else {
+        return Frame::error("ERR invalid shard or slot");
+    };
+    let items = &arguments[4..];
+    if items.len() % 3 != 0 {
+        return Frame::error("ERR wrong number of arguments for 'slotraft|import' command");
+    }
+    let replica = match node.leading_shard(shard) {
+        Ok(replica) => replica,
+        Err(error) => return error,
+    };
+    if let Err(error) = crate::cluster_node::propose_op(
+        &replica,
+        Op::SlotState {
+            slot: slot as u16,
+            state: 0,
+        },
+    )
+    .await
+    {
+        return Frame::error_owned(format!("ERR {error}"));
+    }
+    let restore = keyspace::commands::lookup(b"restore").expect("RESTORE exists");
+    let mut run = Vec::new();
+    for item in items.chunks(3) {
+        if cluster::key_slot(&item[0]) != slot as u16 {
+            return Frame::error("ERR a key does not belong to the slot");
+        }
+        let expire = parse_i64(&item[1]).unwrap_or(-1).max(0);
+        run.push((
+            vec![
+                Bytes::from_static(b"RESTORE"),
+                item[0].clone(),
+                Bytes::from(expire.to_string()),
+                item[2].clone(),
+                Bytes::from_static(b"REPLACE"),
+                Bytes::from_static(b"ABSTTL"),
+            ],
+            restore,
+        ));
+    }
+    let (replies, _) = crate::replicated::propose(&replica, 0, resp::Protocol::Resp2, run).await;
+    match replies
+        .iter()
+        .find(|reply| matches!(reply, Frame::Error(_)))
+    {
+        Some(error) => error.clone(),
+        None => Frame::Integer(replies.len() as i64),
+    }
 }
 
 fn slots(node: &ClusterNode) -> Frame {

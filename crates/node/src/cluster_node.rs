@@ -411,6 +411,70 @@ impl ClusterNode {
         }
     }
 
+    /// This node's replica of `shard` if it leads it; otherwise the error
+    /// that names the leader (`ERR NOTLEADER host:port`).
+    pub fn leading_shard(&self, shard: u64) -> Result<Arc<Replica>, Frame> {
+        let topology = self.topology();
+        match self.shard(shard) {
+            Some(replica) if replica.group.raft.is_leader() => Ok(replica),
+            _ => {
+                let leader = topology
+                    .as_ref()
+                    .and_then(|topology| {
+                        self.leader_of(topology, shard)
+                            .and_then(|node| topology.nodes.get(&node))
+                    })
+                    .map(|node| format!("{}:{}", node.host, node.port))
+                    .unwrap_or_else(|| "?".into());
+                Err(Frame::error_owned(format!("ERR NOTLEADER {leader}")))
+            }
+        }
+    }
+
+    /// This node's metadata replica if it leads the metadata group; otherwise
+    /// the error that names the leader.
+    pub fn leading_metadata(&self) -> Result<Arc<Replica>, Frame> {
+        match self.metadata() {
+            Some(metadata) if metadata.group.raft.is_leader() => Ok(metadata),
+            _ => {
+                let leader = self
+                    .topology()
+                    .and_then(|topology| metadata_leader_address(self, &topology))
+                    .unwrap_or_else(|| "?".into());
+                Err(Frame::error_owned(format!("ERR NOTLEADER {leader}")))
+            }
+        }
+    }
+
+    /// Proposes a topology computed from the current one by `change` to the
+    /// metadata group (this node must lead it). `:1` when stored, `:0` when
+    /// another change came first (the caller retries).
+    pub async fn change_topology(
+        &self,
+        change: impl FnOnce(&Topology) -> Result<Topology, String>,
+    ) -> Frame {
+        let metadata = match self.leading_metadata() {
+            Ok(metadata) => metadata,
+            Err(error) => return error,
+        };
+        let Some(current) = self.topology() else {
+            return Frame::error("ERR no topology yet");
+        };
+        let next = match change(&current) {
+            Ok(next) => next,
+            Err(error) => return Frame::error_owned(format!("ERR {error}")),
+        };
+        let op = Op::PutTopology {
+            expected_epoch: current.epoch,
+            epoch: next.epoch,
+            topology: Bytes::from(next.to_bytes()),
+        };
+        match propose_op(&metadata, op).await {
+            Ok(reply) => reply,
+            Err(error) => Frame::error_owned(format!("ERR {error}")),
+        }
+    }
+
     /// SLOTRAFT PUT-LEADER on the metadata leader.
     pub async fn record_leader(&self, shard: u64, node: u64, term: u64) -> Result<Frame, String> {
         let Some(metadata) = self.metadata() else {
@@ -419,11 +483,13 @@ impl ClusterNode {
         if !metadata.group.raft.is_leader() {
             return Err("this node does not lead the metadata group".into());
         }
-        propose_meta(&metadata, Op::PutLeader { shard, node, term }).await
+        propose_op(&metadata, Op::PutLeader { shard, node, term }).await
     }
 }
 
-async fn propose_meta(metadata: &Replica, op: Op) -> Result<Frame, String> {
+/// Proposes one non-command entry to a group this node leads and returns its
+/// reply.
+pub async fn propose_op(metadata: &Replica, op: Op) -> Result<Frame, String> {
     let seed = lock(&metadata.group.state).rng.next_u64();
     let request = Request {
         now_ms: clock::unix_ms(),
@@ -484,7 +550,7 @@ async fn metadata_round(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
                     .is_none_or(|(epoch, _)| *epoch < current.epoch)
             {
                 let expected_epoch = stored.as_ref().map_or(0, |(epoch, _)| *epoch);
-                propose_meta(
+                propose_op(
                     &metadata,
                     Op::PutTopology {
                         expected_epoch,
@@ -569,7 +635,7 @@ async fn report_leadership(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
         let shard = replica.group.id;
         match node.metadata() {
             Some(metadata) if metadata.group.raft.is_leader() => {
-                propose_meta(
+                propose_op(
                     &metadata,
                     Op::PutLeader {
                         shard,

@@ -91,6 +91,22 @@ enum ClusterCommand {
     },
     /// Show the cluster as one node sees it: `slotraft cluster info HOST:PORT`.
     Info { node: String },
+    /// Check that every node agrees and every slot is served: `slotraft cluster check HOST:PORT`.
+    Check { node: String },
+    /// Move slots between shards online: `slotraft cluster reshard HOST:PORT --from SHARD --to SHARD --slots N`.
+    Reshard {
+        /// Any node of the cluster.
+        node: String,
+        /// The shard giving slots (its id, as `slotraft cluster info` shows).
+        #[arg(long)]
+        from: u64,
+        /// The shard receiving them.
+        #[arg(long)]
+        to: u64,
+        /// How many slots to move.
+        #[arg(long)]
+        slots: usize,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -145,6 +161,13 @@ fn main() -> anyhow::Result<()> {
                         shards,
                     } => admin::create(&nodes, shards, replicas, random_seed()).await,
                     ClusterCommand::Info { node } => admin::info(&node).await,
+                    ClusterCommand::Check { node } => admin::check(&node).await,
+                    ClusterCommand::Reshard {
+                        node,
+                        from,
+                        to,
+                        slots,
+                    } => admin::reshard(&node, from, to, slots).await,
                 }
             })
         }

@@ -153,7 +153,9 @@ pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
             );
             Frame::Integer(1)
         }
-        Op::Exec { .. } | Op::ExpireTick => Frame::error("ERR not a metadata operation"),
+        Op::Exec { .. } | Op::ExpireTick | Op::SlotState { .. } | Op::DropSlot { .. } => {
+            Frame::error("ERR not a metadata operation")
+        }
     }
 }
 

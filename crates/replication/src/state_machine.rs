@@ -148,6 +148,28 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             state.keyspace.active_expire_cycle(now_ms);
             Response::default()
         }
+        Op::SlotState {
+            slot,
+            state: wanted,
+        } => {
+            let wanted = match wanted {
+                1 => Some(keyspace::SlotState::Frozen),
+                2 => Some(keyspace::SlotState::Gone),
+                _ => None,
+            };
+            state.keyspace.set_slot_state(*slot, wanted);
+            Response {
+                replies: vec![Frame::OK],
+                block: None,
+            }
+        }
+        Op::DropSlot { slot } => {
+            let dropped = state.keyspace.drop_slot(*slot);
+            Response {
+                replies: vec![Frame::Integer(dropped as i64)],
+                block: None,
+            }
+        }
         Op::PutTopology { .. } | Op::PutLeader { .. } => {
             let mut context = Context::new(now_ms, request.seed);
             let reply = crate::meta::apply(state, &mut context, &request.op);

@@ -115,7 +115,13 @@ pub fn resolve(arguments: &[Bytes]) -> Result<&'static CommandSpec, Frame> {
         return Ok(spec);
     }
     if arguments.len() < 2 {
-        return Err(Frame::error_owned(errors::wrong_arity(spec.name)));
+        // A container runs itself only when its arity allows no subcommand
+        // (COMMAND's -1); the others (CLUSTER, CONFIG, ...) need one.
+        check_arity(spec, arguments.len())?;
+        if spec.arity != -1 {
+            return Err(Frame::error_owned(errors::wrong_arity(spec.name)));
+        }
+        return Ok(spec);
     }
     let Some(sub) = lookup_subcommand(spec, &arguments[1]) else {
         return Err(Frame::error_owned(format!(
@@ -216,5 +222,15 @@ mod tests {
             "ERR wrong number of arguments for 'get' command"
         );
         assert!(resolve(&arguments(&["gEt", "k"])).is_ok());
+        // Bare COMMAND runs the container itself (redis-py's RedisCluster sends
+        // it first); containers that need a subcommand refuse to.
+        assert_eq!(
+            resolve(&arguments(&["command"])).map(|spec| spec.name).ok(),
+            Some("command")
+        );
+        assert_eq!(
+            error_text(&["CONFIG"]),
+            "ERR wrong number of arguments for 'config' command"
+        );
     }
 }

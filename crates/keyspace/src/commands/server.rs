@@ -134,6 +134,42 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
         ADMIN | NOSCRIPT | LOADING | STALE,
         "Returns the encoded topology this node knows.",
     ),
+    node(
+        "slotraft|migrate-begin",
+        4,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Marks a slot as moving to a shard (on the metadata leader).",
+    ),
+    node(
+        "slotraft|migrate-finish",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Makes a moving slot's target its owner (on the metadata leader).",
+    ),
+    node(
+        "slotraft|slot-state",
+        5,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Sets a slot's migration state in a shard (on the shard's leader).",
+    ),
+    node(
+        "slotraft|export",
+        6,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns a batch of a slot's keys with their expiry and DUMP payload.",
+    ),
+    node(
+        "slotraft|import",
+        -7,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Restores keys exported from another shard (on the shard's leader).",
+    ),
+    node(
+        "slotraft|drop-slot",
+        4,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Deletes a slot's keys from a shard that gave it away.",
+    ),
 ];
 
 const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
