@@ -4,7 +4,7 @@
 use crate::dump;
 use crate::set::SetEncoding;
 use crate::value::{canonical_i64, StringValue, Value};
-use crate::{Context, Entry, Keyspace};
+use crate::{Context, Entry, Keyspace, SlotState};
 use siphasher::sip128::SipHasher13;
 
 /// Fixed SipHash keys: the digest must be the same on every node and every run,
@@ -22,7 +22,9 @@ const DIGEST_BYTES: usize = 20;
 /// DEBUG DIGEST). Each key contributes a hash of its database index, name, type,
 /// serialized value and expiry time; the contributions are XORed, so neither
 /// insertion order nor hash-table layout matters. Access data (LRU/LFU) is left
-/// out.
+/// out. Slots' migration states contribute one more hash when there are any
+/// (then an empty dataset does not digest to zeros); a keyspace without states
+/// digests exactly as before they existed.
 pub fn digest(keyspace: &Keyspace, now_ms: u64) -> String {
     let mut total = [0u8; DIGEST_BYTES];
     let mut material = Vec::new();
@@ -35,7 +37,29 @@ pub fn digest(keyspace: &Keyspace, now_ms: u64) -> String {
             }
         }
     }
+    if !keyspace.slot_states().is_empty() {
+        material.clear();
+        slot_states_material(&mut material, keyspace);
+        for (slot, byte) in total.iter_mut().zip(key_hash(&material)) {
+            *slot ^= byte;
+        }
+    }
     to_hex(&total)
+}
+
+/// What the slot states contribute to the digest. It starts with a database
+/// index no database has (`u64::MAX`), so it never equals a key's material.
+fn slot_states_material(out: &mut Vec<u8>, keyspace: &Keyspace) {
+    out.extend_from_slice(&u64::MAX.to_le_bytes());
+    out.extend_from_slice(&(keyspace.slot_states().len() as u64).to_le_bytes());
+    for (&slot, &state) in keyspace.slot_states() {
+        let state: u8 = match state {
+            SlotState::Frozen => 1,
+            SlotState::Gone => 2,
+        };
+        out.extend_from_slice(&slot.to_le_bytes());
+        out.push(state);
+    }
 }
 
 /// DEBUG DIGEST-VALUE: the digest of one value (type and content, not the key,
@@ -350,6 +374,40 @@ mod tests {
         // Deleting the key brings the digest back to zero.
         other_db.delete(&mut context, b"k");
         assert_eq!(digest(&other_db, 1_000), EMPTY);
+    }
+
+    /// Slot states are state: setting one changes the digest, each state and
+    /// slot differently; clearing them gives back the digest without states.
+    #[test]
+    fn digest_covers_slot_states() {
+        let mut context = Context::new(1_000, 1);
+        let mut keyspace = keyspace(3);
+        keyspace.set(&mut context, b"k", Value::string("v"), None);
+        let reference = digest(&keyspace, 1_000);
+        let mut seen = vec![reference.clone()];
+        for (slot, state) in [
+            (5, SlotState::Frozen),
+            (5, SlotState::Gone),
+            (6, SlotState::Gone),
+        ] {
+            keyspace.set_slot_state(slot, Some(state));
+            let with_state = digest(&keyspace, 1_000);
+            assert!(!seen.contains(&with_state), "{slot} {state:?}");
+            seen.push(with_state);
+            keyspace.set_slot_state(slot, None);
+            assert_eq!(digest(&keyspace, 1_000), reference);
+        }
+        // Two states at once differ from either alone.
+        keyspace.set_slot_state(5, Some(SlotState::Gone));
+        keyspace.set_slot_state(6, Some(SlotState::Gone));
+        assert!(!seen.contains(&digest(&keyspace, 1_000)));
+
+        // An empty keyspace with a state is not the empty digest.
+        let mut empty = Keyspace::new(1, 1);
+        empty.set_slot_state(0, Some(SlotState::Frozen));
+        assert_ne!(digest(&empty, 0), EMPTY);
+        empty.set_slot_state(0, None);
+        assert_eq!(digest(&empty, 0), EMPTY);
     }
 
     #[test]
