@@ -11,7 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Slots moved by the test (the first ones of shard 1).
-const MOVED_SLOTS: u16 = 40;
+const MOVED_SLOTS: u16 = 24;
+/// Concurrent writers.
+const WRITERS: usize = 4;
+/// SETs per round trip.
+const BATCH: u64 = 25;
 
 /// A hash tag whose slot is `slot`.
 fn tag_for_slot(slot: u16) -> String {
@@ -29,7 +33,12 @@ struct History {
     counters: BTreeMap<String, (u64, u64)>,
 }
 
-fn writer(cluster_urls: Vec<String>, tags: Vec<String>, stop: Arc<AtomicBool>) -> History {
+fn writer(
+    id: usize,
+    cluster_urls: Vec<String>,
+    tags: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> History {
     let client = redis::cluster::ClusterClientBuilder::new(cluster_urls)
         .retries(30)
         .min_retry_wait(20)
@@ -41,26 +50,39 @@ fn writer(cluster_urls: Vec<String>, tags: Vec<String>, stop: Arc<AtomicBool>) -
     let mut sequence = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let tag = &tags[(sequence as usize) % tags.len()];
-        let key = format!("{{{tag}}}:w{sequence}");
-        // SET is idempotent: retried until acknowledged.
+        // A batch of SETs in one round trip, so that many writes land in a
+        // slot while its keys are being copied (a copy that missed them would
+        // lose them). SET is idempotent: the batch is retried until
+        // acknowledged.
+        let keys: Vec<(String, u64)> = (0..BATCH)
+            .map(|offset| {
+                let value = sequence * BATCH + offset;
+                (format!("{{{tag}}}:w{id}:{value}"), value)
+            })
+            .collect();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            match redis::cmd("SET")
-                .arg(&key)
-                .arg(sequence)
-                .query::<()>(&mut connection)
-            {
+            let mut pipe = redis::cluster::cluster_pipe();
+            for (key, value) in &keys {
+                pipe.cmd("SET").arg(key).arg(value).ignore();
+            }
+            match pipe.query::<()>(&mut connection) {
                 Ok(()) => {
-                    history.written.insert(key.clone(), sequence);
+                    history.written.extend(keys.iter().cloned());
                     break;
                 }
                 Err(error) => {
-                    assert!(Instant::now() < deadline, "SET {key} kept failing: {error}");
+                    assert!(Instant::now() < deadline, "SETs kept failing: {error}");
                     std::thread::sleep(Duration::from_millis(20));
+                    // The pipeline does not follow MOVED itself: start over
+                    // with a fresh slot map.
+                    if let Ok(fresh) = client.get_connection() {
+                        connection = fresh;
+                    }
                 }
             }
         }
-        let counter = format!("{{{tag}}}:counter");
+        let counter = format!("{{{tag}}}:counter{id}");
         let entry = history.counters.entry(counter.clone()).or_default();
         match redis::cmd("INCR")
             .arg(&counter)
@@ -80,10 +102,14 @@ fn slots_move_online_without_losing_or_doubling_writes() {
     let tags: Vec<String> = (0..MOVED_SLOTS).map(tag_for_slot).collect();
     let urls: Vec<String> = (0..3).map(|index| cluster.url(index)).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (urls, tags, stop) = (urls.clone(), tags.clone(), stop.clone());
-        std::thread::spawn(move || writer(urls, tags, stop))
-    };
+    // Several writers, so that writes keep landing in a slot while its keys
+    // are being copied (a copy that missed them would lose them).
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|id| {
+            let (urls, tags, stop) = (urls.clone(), tags.clone(), stop.clone());
+            std::thread::spawn(move || writer(id, urls, tags, stop))
+        })
+        .collect();
     std::thread::sleep(Duration::from_millis(500));
     let output = std::process::Command::new(binary())
         .args(["cluster", "reshard"])
@@ -116,7 +142,12 @@ fn slots_move_online_without_losing_or_doubling_writes() {
     );
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
-    let history = writer.join().unwrap();
+    let mut history = History::default();
+    for writer in writers {
+        let part = writer.join().unwrap();
+        history.written.extend(part.written);
+        history.counters.extend(part.counters);
+    }
     assert!(
         history.written.len() > 50,
         "too few writes: {}",
@@ -184,7 +215,7 @@ fn slots_move_online_without_losing_or_doubling_writes() {
                 .keys()
                 .filter(|key| cluster::key_slot(key.as_bytes()) == slot)
                 .count()
-                + 1;
+                + WRITERS;
             // Either this node answers for the new owner (all keys) or for
             // nothing at all; never a leftover copy in the old shard.
             assert!(

@@ -462,12 +462,37 @@ pub async fn reshard(address: &str, from: u64, to: u64, slots: usize) -> anyhow:
         let _ = std::io::stdout().flush();
     }
     println!();
+    wait_adopted(address).await?;
     println!(
         "[OK] Moved {} slots ({keys} keys) in {:.1}s.",
         chosen.len(),
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Waits until every node reports the metadata's latest epoch (nodes adopt a
+/// change within a poll or two).
+async fn wait_adopted(address: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let topology = fetch_topology(address).await?;
+        let mut behind = false;
+        for node in topology.nodes.values() {
+            let node_address = format!("{}:{}", node.host, node.port);
+            match fetch_topology(&node_address).await {
+                Ok(seen) if seen.epoch >= topology.epoch && seen.migrations.is_empty() => {}
+                _ => behind = true,
+            }
+        }
+        if !behind && topology.migrations.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("the nodes did not all adopt the new topology within 10s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `slotraft cluster check HOST:PORT`: every node of the cluster answers with

@@ -199,7 +199,7 @@ async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         return Frame::error("ERR invalid shard or slot");
     };
     let items = &arguments[4..];
-    if items.len() % 3 != 0 {
+    if !items.len().is_multiple_of(3) {
         return Frame::error("ERR wrong number of arguments for 'slotraft|import' command");
     }
     let replica = match node.leading_shard(shard) {

@@ -457,7 +457,10 @@ impl ClusterNode {
             Ok(metadata) => metadata,
             Err(error) => return error,
         };
-        let Some(current) = self.topology() else {
+        // The metadata state itself, not this node's view of it (which lags
+        // by up to one poll).
+        let stored = meta::topology(&mut lock(&metadata.group.state));
+        let Some(current) = stored.and_then(|(_, bytes)| Topology::from_bytes(&bytes).ok()) else {
             return Frame::error("ERR no topology yet");
         };
         let next = match change(&current) {
