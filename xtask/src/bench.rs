@@ -8,9 +8,13 @@
 //! * Replication: a three-replica slotraft group against redis-server with and without an
 //!   fsync'd append-only file, and the time a group takes to accept writes again after its
 //!   leader is killed (see [`crate::replication`]).
+//! * Cluster: the `slotraft dev` topology against a Redis Cluster under
+//!   `redis-benchmark --cluster`, and online resharding of a loaded slot under a writing
+//!   client (see [`crate::cluster`]).
 //!
 //! The Markdown report is printed and written to `target/bench/latest.md`.
 
+use crate::cluster;
 use crate::replication;
 use crate::server::{Kind, Server};
 use crate::tools::{self, cargo, run_captured, run_checked, target_dir};
@@ -47,16 +51,23 @@ pub enum Section {
     Throughput,
     Memory,
     Replication,
+    Cluster,
 }
 
 impl Section {
-    const ALL: [Section; 3] = [Section::Throughput, Section::Memory, Section::Replication];
+    const ALL: [Section; 4] = [
+        Section::Throughput,
+        Section::Memory,
+        Section::Replication,
+        Section::Cluster,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Section::Throughput => "throughput",
             Section::Memory => "memory",
             Section::Replication => "replication",
+            Section::Cluster => "cluster",
         }
     }
 
@@ -213,6 +224,9 @@ pub fn run(options: &Options) -> Result<()> {
     }
     if options.wants(Section::Replication) {
         replication::run(&mut report, &programs, &servers_dir, sizes)?;
+    }
+    if options.wants(Section::Cluster) {
+        cluster::run(&mut report, &programs, &servers_dir, sizes, options.quick)?;
     }
 
     if !report.notes.is_empty() {

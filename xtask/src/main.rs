@@ -9,6 +9,7 @@
 
 mod bench;
 mod ci;
+mod cluster;
 mod group;
 mod replication;
 mod server;
@@ -33,14 +34,18 @@ Subcommands:
            throughput (SET GET INCR MSET at -P 1 and -P 16), memory per key, and a
            3-replica slotraft group against redis-server with appendfsync always and
            without persistence (SET INCR GET), plus the time to accept writes again
-           after the group's leader is killed. Prints Markdown tables and writes them
-           to target/bench/latest.md.
+           after the group's leader is killed; and the slotraft dev topology (3 nodes,
+           3 shards of 3 replicas) against a Redis Cluster of 3 masters + 3 replicas
+           (redis-benchmark --cluster SET GET INCR at -P 1 and -P 16), plus the
+           speed of moving a loaded slot with slotraft cluster reshard while a client
+           writes to it. Prints Markdown tables and writes them to
+           target/bench/latest.md.
              --quick          small runs, a smoke test (noisy numbers)
              --requests N     requests per -P 1 run (default 200000; -P 16 runs use 10*N)
              --keys N         keys inserted for the memory comparison (default 1000000)
              --rounds N       runs per cell, median reported (default 3; 1 with --quick)
              --only LIST      run only these sections, comma-separated: throughput,
-                              memory, replication (default: all)
+                              memory, replication, cluster (default: all)
   tools    Install the Redis tools and client libraries if missing, print their
            versions and the variables the cluster client suites read.
              --force          run apt-get install even if everything is present
@@ -256,7 +261,11 @@ mod tests {
             Ok(Task::Bench(options)) => assert!(options.only.is_empty()),
             _ => panic!("expected bench"),
         }
-        assert!(parse(&args(&["bench", "--only", "cluster"])).is_err());
+        match parse(&args(&["bench", "--only", "cluster"])) {
+            Ok(Task::Bench(options)) => assert_eq!(options.only, vec![bench::Section::Cluster]),
+            _ => panic!("expected bench"),
+        }
+        assert!(parse(&args(&["bench", "--only", "sharding"])).is_err());
         assert!(parse(&args(&["bench", "--only"])).is_err());
     }
 
