@@ -69,6 +69,8 @@ const TRYAGAIN_PAUSE: Duration = Duration::from_millis(2);
 const ERROR_PAUSE: Duration = Duration::from_millis(10);
 /// Bounds connecting to a node and waiting for the reply to one write.
 const WRITER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most MOVED targets the writer remembers.
+const MOVED_TRAIL: usize = 8;
 /// Bounds the reshard command.
 const RESHARD_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often the reshard command is checked for having exited (its time resolution).
@@ -745,6 +747,10 @@ struct WriterStats {
     max_stall: Duration,
     tryagain: u64,
     moved: u64,
+    /// The ports MOVED named, in order, a repeat of the previous one left out (at most
+    /// [`MOVED_TRAIL`]): a node that has not yet adopted the new owner sends the writer
+    /// back.
+    moved_to: Vec<u16>,
     ask: u64,
     /// Other error replies and broken connections.
     errors: u64,
@@ -795,6 +801,10 @@ fn write_continuously(port: u16, tag: &str, stop: &AtomicBool) -> WriterStats {
             Ok(Reply::Error(error)) => match parse_redirect(&error) {
                 Some(Redirect::Moved(target)) => {
                     stats.moved += 1;
+                    if stats.moved_to.last() != Some(&target) && stats.moved_to.len() < MOVED_TRAIL
+                    {
+                        stats.moved_to.push(target);
+                    }
                     if target != port {
                         port = target;
                         conn = None;
@@ -1054,6 +1064,16 @@ fn write_resharding(
         report.md,
         "| writer: TRYAGAIN / MOVED / ASK / other errors | {} / {} / {} / {} |",
         writer.tryagain, writer.moved, writer.ask, writer.errors
+    )?;
+    let trail: Vec<String> = writer.moved_to.iter().map(u16::to_string).collect();
+    writeln!(
+        report.md,
+        "| writer: ports MOVED named, in order | {} |",
+        if trail.is_empty() {
+            "-".to_owned()
+        } else {
+            trail.join(", ")
+        }
     )?;
     writeln!(
         report.md,
