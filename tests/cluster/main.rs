@@ -5,3 +5,4 @@ mod t10_basics;
 mod t20_clients;
 mod t30_dev;
 mod t40_reshard;
+mod t50_scale;

@@ -98,6 +98,36 @@ impl Cluster {
         self.members[index].child = Some(child);
     }
 
+    /// Starts one more cluster-enabled node that belongs to no cluster yet
+    /// (for `slotraft cluster add-node`); returns its index.
+    pub fn spawn_extra(&mut self) -> usize {
+        let ports = free_ports(2);
+        self.members.push(ClusterMember {
+            port: ports[0],
+            raft_port: ports[1],
+            dir: ScratchDir::new("cluster-node"),
+            child: None,
+        });
+        let index = self.members.len() - 1;
+        self.spawn(index);
+        index
+    }
+
+    /// Waits for member `index` to exit by itself; true if it did in time.
+    pub fn wait_exit(&mut self, index: usize, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(child) = self.members[index].child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    self.members[index].child = None;
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
     /// SIGKILL: no shutdown, no flush.
     pub fn kill(&mut self, index: usize) {
         if let Some(mut child) = self.members[index].child.take() {

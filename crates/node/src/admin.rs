@@ -6,6 +6,7 @@ use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use cluster::{NodeInfo, Topology};
 use resp::Frame;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// How long `create` waits for every shard to elect a leader.
@@ -262,9 +263,9 @@ fn shard_leader_address(topology: &Topology, shard: u64) -> anyhow::Result<Strin
         .with_context(|| format!("shard {shard} has no known replica"))
 }
 
-/// Proposes a metadata change until it is stored (`:1`), retrying when
-/// another change came first (`:0`).
-async fn metadata_change(topology: &Topology, arguments: &[&[u8]]) -> anyhow::Result<()> {
+/// Proposes a metadata change until it is stored, retrying when another
+/// change came first (`:0`); returns the epoch it created.
+async fn metadata_change(topology: &Topology, arguments: &[&[u8]]) -> anyhow::Result<u64> {
     let first = topology
         .metadata_voters
         .first()
@@ -272,7 +273,7 @@ async fn metadata_change(topology: &Topology, arguments: &[&[u8]]) -> anyhow::Re
         .context("no metadata voter")?;
     for _ in 0..50 {
         match leader_call(first.clone(), arguments).await? {
-            Frame::Integer(1) => return Ok(()),
+            Frame::Integer(epoch) if epoch > 0 => return Ok(epoch as u64),
             Frame::Integer(_) => tokio::time::sleep(Duration::from_millis(150)).await,
             other => bail!("metadata change refused: {other:?}"),
         }
@@ -290,27 +291,45 @@ fn expect_ok(reply: Frame, what: &str) -> anyhow::Result<Frame> {
 /// Keys moved per EXPORT/IMPORT round trip.
 const MIGRATE_BATCH: usize = 100;
 
-/// Moves one slot from shard `from` to shard `to`: freeze the slot on the
-/// source (writes answer TRYAGAIN), copy its keys, mark it gone on the source
-/// (everything answers TRYAGAIN), make the target its owner. Returns the keys
-/// moved. Rerunning after an interruption is safe: the copy replaces, and
-/// nothing writes to a frozen slot.
-async fn migrate_slot(address: &str, slot: u16, from: u64, to: u64) -> anyhow::Result<usize> {
+/// Slots moved together: one metadata change, one freeze, one drop.
+const SLOTS_PER_STEP: usize = 256;
+
+fn join_slots(slots: &[u16]) -> String {
+    slots
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Moves `slots` (all owned by shard `from`) to shard `to`: the metadata
+/// records the migrations, the source's log freezes the slots (writes answer
+/// TRYAGAIN), their keys are copied, the source's log drops them (everything
+/// answers TRYAGAIN) and the metadata makes the target their owner. Returns
+/// the keys moved. Rerunning after an interruption is safe: the copy
+/// replaces, and nothing writes to a frozen slot.
+async fn migrate_slots(address: &str, slots: &[u16], from: u64, to: u64) -> anyhow::Result<usize> {
     let topology = fetch_topology(address).await?;
-    let slot_text = slot.to_string();
     let (from_text, to_text) = (from.to_string(), to.to_string());
-    if !topology.migrations.contains_key(&slot) {
+    let fresh: Vec<u16> = slots
+        .iter()
+        .copied()
+        .filter(|slot| !topology.migrations.contains_key(slot))
+        .collect();
+    if !fresh.is_empty() {
+        let list = join_slots(&fresh);
         metadata_change(
             &topology,
             &[
                 b"SLOTRAFT",
                 b"MIGRATE-BEGIN",
-                slot_text.as_bytes(),
+                list.as_bytes(),
                 to_text.as_bytes(),
             ],
         )
         .await?;
     }
+    let list = join_slots(slots);
     let source = shard_leader_address(&topology, from)?;
     let target = shard_leader_address(&topology, to)?;
     expect_ok(
@@ -320,25 +339,73 @@ async fn migrate_slot(address: &str, slot: u16, from: u64, to: u64) -> anyhow::R
                 b"SLOTRAFT",
                 b"SLOT-STATE",
                 from_text.as_bytes(),
-                slot_text.as_bytes(),
+                list.as_bytes(),
                 b"1",
             ],
         )
         .await?,
-        "freezing the slot",
+        "freezing the slots",
     )?;
+    expect_ok(
+        leader_call(
+            target.clone(),
+            &[
+                b"SLOTRAFT",
+                b"SLOT-STATE",
+                to_text.as_bytes(),
+                list.as_bytes(),
+                b"0",
+            ],
+        )
+        .await?,
+        "opening the slots on the target",
+    )?;
+    let moved = copy_slots(&source, &target, &list, from, to).await?;
+    expect_ok(
+        leader_call(
+            source,
+            &[
+                b"SLOTRAFT",
+                b"DROP-SLOT",
+                from_text.as_bytes(),
+                list.as_bytes(),
+            ],
+        )
+        .await?,
+        "dropping the slots from the source",
+    )?;
+    let epoch = metadata_change(
+        &topology,
+        &[b"SLOTRAFT", b"MIGRATE-FINISH", list.as_bytes()],
+    )
+    .await?;
+    // The next step reads the topology from the nodes: wait until they have
+    // this one.
+    wait_adopted(address, epoch).await?;
+    Ok(moved)
+}
+
+/// Copies frozen slots' keys (`list`: comma-separated) from the source
+/// leader to the target's, a batch per round trip.
+async fn copy_slots(
+    source: &str,
+    target: &str,
+    list: &str,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<usize> {
+    let (from_text, to_text) = (from.to_string(), to.to_string());
     let mut after = Bytes::new();
     let mut moved = 0;
-    let mut first_round = true;
     loop {
         let count = MIGRATE_BATCH.to_string();
         let reply = leader_call(
-            source.clone(),
+            source.to_string(),
             &[
                 b"SLOTRAFT",
                 b"EXPORT",
                 from_text.as_bytes(),
-                slot_text.as_bytes(),
+                list.as_bytes(),
                 &after,
                 count.as_bytes(),
             ],
@@ -351,7 +418,7 @@ async fn migrate_slot(address: &str, slot: u16, from: u64, to: u64) -> anyhow::R
             Bytes::from_static(b"SLOTRAFT"),
             Bytes::from_static(b"IMPORT"),
             Bytes::from(to_text.clone()),
-            Bytes::from(slot_text.clone()),
+            Bytes::from(list.to_string()),
         ];
         let exported = items.len();
         for item in items {
@@ -374,50 +441,14 @@ async fn migrate_slot(address: &str, slot: u16, from: u64, to: u64) -> anyhow::R
             moved += (import.len() - 4) / 3;
             let arguments: Vec<&[u8]> = import.iter().map(|part| &part[..]).collect();
             expect_ok(
-                leader_call(target.clone(), &arguments).await?,
+                leader_call(target.to_string(), &arguments).await?,
                 "importing keys",
             )?;
-        } else if first_round {
-            // No keys: the target must still serve the slot.
-            expect_ok(
-                leader_call(
-                    target.clone(),
-                    &[
-                        b"SLOTRAFT",
-                        b"SLOT-STATE",
-                        to_text.as_bytes(),
-                        slot_text.as_bytes(),
-                        b"0",
-                    ],
-                )
-                .await?,
-                "opening the slot on the target",
-            )?;
         }
-        first_round = false;
         if exported < MIGRATE_BATCH {
-            break;
+            return Ok(moved);
         }
     }
-    expect_ok(
-        leader_call(
-            source,
-            &[
-                b"SLOTRAFT",
-                b"DROP-SLOT",
-                from_text.as_bytes(),
-                slot_text.as_bytes(),
-            ],
-        )
-        .await?,
-        "dropping the slot from the source",
-    )?;
-    metadata_change(
-        &topology,
-        &[b"SLOTRAFT", b"MIGRATE-FINISH", slot_text.as_bytes()],
-    )
-    .await?;
-    Ok(moved)
 }
 
 /// `slotraft cluster reshard HOST:PORT --from SHARD --to SHARD --slots N`:
@@ -447,22 +478,23 @@ pub async fn reshard(address: &str, from: u64, to: u64, slots: usize) -> anyhow:
     );
     let started = Instant::now();
     let mut keys = 0;
-    for (done, slot) in chosen.iter().enumerate() {
-        keys += migrate_slot(address, *slot, from, to).await?;
+    let mut done = 0;
+    for batch in chosen.chunks(SLOTS_PER_STEP) {
+        keys += migrate_slots(address, batch, from, to).await?;
+        done += batch.len();
         let width = 40;
-        let filled = (done + 1) * width / chosen.len();
+        let filled = done * width / chosen.len();
         print!(
             "\r[{}{}] {}/{} slots, {keys} keys",
             "#".repeat(filled),
             " ".repeat(width - filled),
-            done + 1,
+            done,
             chosen.len()
         );
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
     }
     println!();
-    wait_adopted(address).await?;
     println!(
         "[OK] Moved {} slots ({keys} keys) in {:.1}s.",
         chosen.len(),
@@ -471,27 +503,33 @@ pub async fn reshard(address: &str, from: u64, to: u64, slots: usize) -> anyhow:
     Ok(())
 }
 
-/// Waits until every node reports the metadata's latest epoch (nodes adopt a
-/// change within a poll or two).
-async fn wait_adopted(address: &str) -> anyhow::Result<()> {
+/// Waits until every node reports at least `epoch` (nodes adopt a change
+/// within a poll or two).
+async fn wait_adopted(address: &str, epoch: u64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let topology = fetch_topology(address).await?;
-        let mut behind = false;
+        let mut behind = topology.epoch < epoch;
         for node in topology.nodes.values() {
             let node_address = format!("{}:{}", node.host, node.port);
-            match fetch_topology(&node_address).await {
-                Ok(seen) if seen.epoch >= topology.epoch && seen.migrations.is_empty() => {}
+            match call(&node_address, &[b"SLOTRAFT", b"TOPOLOGY"]).await {
+                Ok(Frame::Bulk(bytes)) => {
+                    if Topology::from_bytes(&bytes).map_or(true, |seen| seen.epoch < epoch) {
+                        behind = true;
+                    }
+                }
+                // Not handed the topology yet (a node being added).
+                Ok(Frame::Null) => {}
                 _ => behind = true,
             }
         }
-        if !behind && topology.migrations.is_empty() {
+        if !behind {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("the nodes did not all adopt the new topology within 10s");
+            bail!("the nodes did not all reach epoch {epoch} within 10s");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -541,4 +579,191 @@ pub async fn check(address: &str) -> anyhow::Result<()> {
         }
         bail!("{} problem(s) found", problems.len())
     }
+}
+
+/// `slotraft cluster add-node NEW_HOST:PORT EXISTING_HOST:PORT`: adds a
+/// running, cluster-enabled node that belongs to no cluster yet. It joins
+/// without replicas: it routes requests (MOVED) until a shard is placed on it
+/// (`add-shard`).
+pub async fn add_node(new: &str, existing: &str) -> anyhow::Result<()> {
+    let info = node_info(new).await?;
+    let topology = fetch_topology(existing).await?;
+    if topology.nodes.contains_key(&info.id) {
+        bail!("{new} is already part of the cluster");
+    }
+    let id = info.id.to_string();
+    let port = info.port.to_string();
+    let raft_port = info.raft_port.to_string();
+    let zone = info.zone.clone().unwrap_or_default();
+    let epoch = metadata_change(
+        &topology,
+        &[
+            b"SLOTRAFT",
+            b"ADD-NODE",
+            id.as_bytes(),
+            info.name.as_bytes(),
+            info.host.as_bytes(),
+            port.as_bytes(),
+            raft_port.as_bytes(),
+            zone.as_bytes(),
+        ],
+    )
+    .await?;
+    wait_adopted(existing, epoch).await?;
+    let joined = fetch_topology(existing).await?;
+    let reply = call(new, &[b"SLOTRAFT", b"BOOTSTRAP", &joined.to_bytes()]).await?;
+    expect_ok(reply, "handing the topology to the new node")?;
+    println!(
+        "[OK] {new} joined the cluster as node {} ({}).",
+        info.id, info.name
+    );
+    Ok(())
+}
+
+/// `slotraft cluster del-node EXISTING_HOST:PORT NODE_ID|NAME`: removes a
+/// node that holds no replicas and is not a metadata voter, then shuts it down.
+pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
+    let topology = fetch_topology(existing).await?;
+    let found = topology
+        .nodes
+        .values()
+        .find(|info| info.name == node || info.id.to_string() == node)
+        .cloned()
+        .with_context(|| format!("no node {node} in the cluster"))?;
+    let id = found.id.to_string();
+    metadata_change(&topology, &[b"SLOTRAFT", b"REMOVE-NODE", id.as_bytes()]).await?;
+    let address = format!("{}:{}", found.host, found.port);
+    // The node answers nothing after SHUTDOWN; a closed connection is success.
+    let _ = call(&address, &[b"SHUTDOWN"]).await;
+    println!(
+        "[OK] Node {} ({address}) left the cluster and was shut down.",
+        found.id
+    );
+    Ok(())
+}
+
+/// `slotraft cluster add-shard EXISTING_HOST:PORT --nodes ID,ID,...`: adds a
+/// shard without slots whose replicas live on the given nodes (first =
+/// preferred leader); `rebalance` then gives it slots.
+pub async fn add_shard(existing: &str, nodes: &[u64], seed: u64) -> anyhow::Result<()> {
+    let topology = fetch_topology(existing).await?;
+    for node in nodes {
+        if !topology.nodes.contains_key(node) {
+            bail!("no node {node} in the cluster");
+        }
+    }
+    let id = topology.shards.keys().max().copied().unwrap_or(0) + 1;
+    let mut rng = keyspace::Rng::new(seed);
+    let name = random_name(&mut rng);
+    let id_text = id.to_string();
+    let replica_texts: Vec<String> = nodes.iter().map(u64::to_string).collect();
+    let mut arguments: Vec<&[u8]> = vec![
+        b"SLOTRAFT",
+        b"ADD-SHARD",
+        id_text.as_bytes(),
+        name.as_bytes(),
+    ];
+    arguments.extend(replica_texts.iter().map(|text| text.as_bytes()));
+    let epoch = metadata_change(&topology, &arguments).await?;
+    wait_adopted(existing, epoch).await?;
+    // Wait until the new shard has a leader that accepts requests.
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    loop {
+        let topology = fetch_topology(existing).await?;
+        let leader = shard_leader_address(&topology, id)?;
+        let probe = call(
+            &leader,
+            &[b"SLOTRAFT", b"EXPORT", id_text.as_bytes(), b"0", b"", b"1"],
+        )
+        .await;
+        if matches!(probe, Ok(Frame::Array(_))) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("shard {id} did not elect a leader");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("[OK] Shard {id} added on nodes {replica_texts:?}; it owns no slots yet.");
+    Ok(())
+}
+
+/// `slotraft cluster rebalance EXISTING_HOST:PORT`: moves slots from shards
+/// above an even share to shards below it until every shard owns its share
+/// (within one slot).
+pub async fn rebalance(existing: &str) -> anyhow::Result<()> {
+    let topology = fetch_topology(existing).await?;
+    let shards: Vec<u64> = topology.shards.keys().copied().collect();
+    if shards.is_empty() {
+        bail!("the cluster has no shards");
+    }
+    let share = 16384 / shards.len();
+    let extra = 16384 % shards.len();
+    // The target count per shard: an even split, the first shards taking the
+    // remainder.
+    let target: BTreeMap<u64, usize> = shards
+        .iter()
+        .enumerate()
+        .map(|(index, shard)| (*shard, share + usize::from(index < extra)))
+        .collect();
+    let mut owned: BTreeMap<u64, Vec<u16>> = shards
+        .iter()
+        .map(|shard| {
+            let slots = topology
+                .ranges_of(*shard)
+                .into_iter()
+                .flat_map(|(start, end)| start..=end)
+                .collect();
+            (*shard, slots)
+        })
+        .collect();
+    let mut moves: Vec<(u16, u64, u64)> = Vec::new();
+    for receiver in &shards {
+        while owned[receiver].len() < target[receiver] {
+            let Some(giver) = shards
+                .iter()
+                .copied()
+                .filter(|giver| owned[giver].len() > target[giver])
+                .max_by_key(|giver| owned[giver].len() - target[giver])
+            else {
+                break;
+            };
+            let slot = owned
+                .get_mut(&giver)
+                .and_then(Vec::pop)
+                .context("slot list")?;
+            owned.get_mut(receiver).context("receiver")?.push(slot);
+            moves.push((slot, giver, *receiver));
+        }
+    }
+    if moves.is_empty() {
+        println!("[OK] The slots are already balanced.");
+        return Ok(());
+    }
+    println!(">>> Rebalancing: moving {} slots", moves.len());
+    let started = Instant::now();
+    let mut keys = 0;
+    // Moves between the same pair of shards go together, in steps.
+    moves.sort_by_key(|(slot, giver, receiver)| (*giver, *receiver, *slot));
+    let mut done = 0;
+    let mut index = 0;
+    while index < moves.len() {
+        let (_, from, to) = moves[index];
+        let batch: Vec<u16> = moves[index..]
+            .iter()
+            .take_while(|(_, giver, receiver)| (*giver, *receiver) == (from, to))
+            .take(SLOTS_PER_STEP)
+            .map(|(slot, _, _)| *slot)
+            .collect();
+        index += batch.len();
+        keys += migrate_slots(existing, &batch, from, to).await?;
+        done += batch.len();
+        println!("  {done}/{} slots moved, {keys} keys", moves.len());
+    }
+    println!(
+        "[OK] Moved {} slots ({keys} keys) in {:.1}s.",
+        moves.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

@@ -78,31 +78,42 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             None => Frame::Null,
         },
         "slotraft|migrate-begin" => {
-            let (slot, to) = match (number(&arguments[2]), number(&arguments[3])) {
-                (Some(slot), Some(to)) if slot < 16384 => (slot as u16, to),
-                _ => return Some(Frame::error("ERR invalid slot or shard")),
+            let (Some(slots), Some(to)) = (slot_list(&arguments[2]), number(&arguments[3])) else {
+                return Some(Frame::error("ERR invalid slots or shard"));
             };
-            node.change_topology(|topology| topology.begin_migration(slot, to))
-                .await
+            node.change_topology(|topology| {
+                slots
+                    .iter()
+                    .try_fold(topology.clone(), |next, slot| {
+                        next.begin_migration(*slot, to)
+                    })
+                    .map(|next| renumbered(topology, next))
+            })
+            .await
         }
         "slotraft|migrate-finish" => {
-            let Some(slot) = number(&arguments[2]).filter(|slot| *slot < 16384) else {
-                return Some(Frame::error("ERR invalid slot"));
+            let Some(slots) = slot_list(&arguments[2]) else {
+                return Some(Frame::error("ERR invalid slots"));
             };
-            node.change_topology(|topology| topology.finish_migration(slot as u16))
-                .await
+            node.change_topology(|topology| {
+                slots
+                    .iter()
+                    .try_fold(topology.clone(), |next, slot| next.finish_migration(*slot))
+                    .map(|next| renumbered(topology, next))
+            })
+            .await
         }
         "slotraft|slot-state" | "slotraft|drop-slot" => {
-            let (shard, slot) = match (number(&arguments[2]), number(&arguments[3])) {
-                (Some(shard), Some(slot)) if slot < 16384 => (shard, slot as u16),
-                _ => return Some(Frame::error("ERR invalid shard or slot")),
+            let (Some(shard), Some(slots)) = (number(&arguments[2]), slot_list(&arguments[3]))
+            else {
+                return Some(Frame::error("ERR invalid shard or slots"));
             };
             let op = if spec.name == "slotraft|drop-slot" {
-                Op::DropSlot { slot }
+                Op::DropSlot { slots }
             } else {
                 match number(&arguments[4]).filter(|state| *state <= 2) {
                     Some(state) => Op::SlotState {
-                        slot,
+                        slots,
                         state: state as u8,
                     },
                     None => return Some(Frame::error("ERR invalid slot state")),
@@ -116,6 +127,51 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
                 Err(error) => error,
             }
         }
+        "slotraft|add-node" => {
+            // id name host port raft-port zone ("" for none)
+            let (Some(id), Some(port), Some(raft_port)) = (
+                number(&arguments[2]),
+                number(&arguments[5]).and_then(|port| u16::try_from(port).ok()),
+                number(&arguments[6]).and_then(|port| u16::try_from(port).ok()),
+            ) else {
+                return Some(Frame::error("ERR invalid node id or port"));
+            };
+            let text = |argument: &Bytes| String::from_utf8_lossy(argument).into_owned();
+            let info = cluster::NodeInfo {
+                id,
+                name: text(&arguments[3]),
+                host: text(&arguments[4]),
+                port,
+                raft_port,
+                zone: Some(text(&arguments[7])).filter(|zone| !zone.is_empty()),
+            };
+            node.change_topology(|topology| topology.add_node(info))
+                .await
+        }
+        "slotraft|remove-node" => match number(&arguments[2]) {
+            Some(id) => {
+                node.change_topology(|topology| topology.remove_node(id))
+                    .await
+            }
+            None => Frame::error("ERR invalid node id"),
+        },
+        "slotraft|add-shard" => {
+            // id name replica-node-ids...
+            let Some(id) = number(&arguments[2]) else {
+                return Some(Frame::error("ERR invalid shard id"));
+            };
+            let name = String::from_utf8_lossy(&arguments[3]).into_owned();
+            let mut replicas = Vec::new();
+            for argument in &arguments[4..] {
+                match number(argument) {
+                    Some(replica) => replicas.push(replica),
+                    None => return Some(Frame::error("ERR invalid node id")),
+                }
+            }
+            let shard = cluster::Shard { id, name, replicas };
+            node.change_topology(|topology| topology.add_shard(shard))
+                .await
+        }
         "slotraft|export" => export(node, arguments).await,
         "slotraft|import" => import(node, arguments).await,
         _ => return None,
@@ -123,21 +179,39 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
     Some(reply)
 }
 
+/// Slots as `a,b,c` (at most 16384, each below 16384).
+fn slot_list(argument: &[u8]) -> Option<Vec<u16>> {
+    let text = std::str::from_utf8(argument).ok()?;
+    let slots: Vec<u16> = text
+        .split(',')
+        .map(|slot| slot.parse::<u16>().ok().filter(|slot| *slot < 16384))
+        .collect::<Option<_>>()?;
+    (!slots.is_empty() && slots.len() <= 16384).then_some(slots)
+}
+
+/// A topology changed by several single steps counts as one change: one
+/// epoch after the current one.
+fn renumbered(current: &cluster::Topology, mut next: cluster::Topology) -> cluster::Topology {
+    next.epoch = current.epoch + 1;
+    next
+}
+
 fn number(argument: &[u8]) -> Option<u64> {
     parse_i64(argument).ok().and_then(|n| u64::try_from(n).ok())
 }
 
-/// SLOTRAFT EXPORT shard slot after count: up to `count` keys of `slot` after
-/// the key `after` ("" from the start), each as [key, expire-at-ms or -1,
-/// DUMP payload], read linearizably on the shard's leader.
+/// SLOTRAFT EXPORT shard slots after count: up to `count` keys of the slots
+/// (a comma-separated list, walked in its order) after the key `after` (""
+/// from the start), each as [key, expire-at-ms or -1, DUMP payload], read
+/// linearizably on the shard's leader. Fewer than `count` items means done.
 async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     use openraft::raft::linearizable_read::LinearizerOption;
-    let (Some(shard), Some(slot), Some(count)) = (
+    let (Some(shard), Some(slots), Some(count)) = (
         number(&arguments[2]),
-        number(&arguments[3]).filter(|slot| *slot < 16384),
+        slot_list(&arguments[3]),
         number(&arguments[5]),
     ) else {
-        return Frame::error("ERR invalid shard, slot or count");
+        return Frame::error("ERR invalid shard, slots or count");
     };
     let replica = match node.leading_shard(shard) {
         Ok(replica) => replica,
@@ -151,12 +225,36 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         Ok(Ok(_)) => {}
         _ => return Frame::error("ERR the shard leader could not confirm its leadership"),
     }
-    let after = (!arguments[4].is_empty()).then(|| &arguments[4][..]);
+    let count = count.min(10_000) as usize;
+    let after = (!arguments[4].is_empty()).then(|| arguments[4].clone());
+    // Resume in the slot of the last key exported, after that key.
+    let mut position = match &after {
+        Some(key) => {
+            let slot = cluster::key_slot(key);
+            match slots.iter().position(|candidate| *candidate == slot) {
+                Some(position) => position,
+                None => return Frame::error("ERR the cursor key is in none of the slots"),
+            }
+        }
+        None => 0,
+    };
     let mut state = replication::state_machine::lock(&replica.group.state);
     let now_ms = clock::unix_ms().max(state.log_time_ms);
-    let keys = state
-        .keyspace
-        .keys_in_slot(0, slot as u16, after, count.min(10_000) as usize);
+    let mut keys = Vec::new();
+    let mut cursor = after;
+    while position < slots.len() && keys.len() < count {
+        let batch =
+            state
+                .keyspace
+                .keys_in_slot(0, slots[position], cursor.as_deref(), count - keys.len());
+        if batch.len() < count - keys.len() {
+            position += 1;
+            cursor = None;
+        } else {
+            cursor = batch.last().cloned();
+        }
+        keys.extend(batch);
+    }
     let mut items = Vec::with_capacity(keys.len());
     for key in keys {
         let mut run = |words: &[&[u8]]| {
@@ -176,8 +274,8 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
                 Frame::Bulk(dump),
             ]));
         } else {
-            // Expired but not yet reclaimed: it has nothing to move, but the
-            // cursor must still pass it.
+            // Expired but not yet reclaimed: nothing to move, but the cursor
+            // must still pass it.
             items.push(Frame::Array(vec![
                 Frame::Bulk(key),
                 Frame::Integer(-2),
@@ -188,40 +286,29 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     Frame::Array(items)
 }
 
-/// SLOTRAFT IMPORT shard slot key expire-at dump [key expire-at dump ...]:
+/// SLOTRAFT IMPORT shard slots key expire-at dump [key expire-at dump ...]:
 /// restores the keys (replacing, with their absolute expiry) through the
-/// shard's log on its leader, after making sure the shard serves the slot.
+/// shard's log on its leader. Every key must belong to one of the slots.
 async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
-    let (Some(shard), Some(slot)) = (
-        number(&arguments[2]),
-        number(&arguments[3]).filter(|slot| *slot < 16384),
-    ) else {
-        return Frame::error("ERR invalid shard or slot");
+    let (Some(shard), Some(slots)) = (number(&arguments[2]), slot_list(&arguments[3])) else {
+        return Frame::error("ERR invalid shard or slots");
     };
     let items = &arguments[4..];
     if !items.len().is_multiple_of(3) {
         return Frame::error("ERR wrong number of arguments for 'slotraft|import' command");
     }
+    if items.is_empty() {
+        return Frame::Integer(0);
+    }
     let replica = match node.leading_shard(shard) {
         Ok(replica) => replica,
         Err(error) => return error,
     };
-    if let Err(error) = crate::cluster_node::propose_op(
-        &replica,
-        Op::SlotState {
-            slot: slot as u16,
-            state: 0,
-        },
-    )
-    .await
-    {
-        return Frame::error_owned(format!("ERR {error}"));
-    }
     let restore = keyspace::commands::lookup(b"restore").expect("RESTORE exists");
     let mut run = Vec::new();
     for item in items.chunks(3) {
-        if cluster::key_slot(&item[0]) != slot as u16 {
-            return Frame::error("ERR a key does not belong to the slot");
+        if !slots.contains(&cluster::key_slot(&item[0])) {
+            return Frame::error("ERR a key belongs to none of the slots");
         }
         let expire = parse_i64(&item[1]).unwrap_or(-1).max(0);
         run.push((

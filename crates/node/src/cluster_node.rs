@@ -447,8 +447,8 @@ impl ClusterNode {
     }
 
     /// Proposes a topology computed from the current one by `change` to the
-    /// metadata group (this node must lead it). `:1` when stored, `:0` when
-    /// another change came first (the caller retries).
+    /// metadata group (this node must lead it). The new epoch when stored,
+    /// `:0` when another change came first (the caller retries).
     pub async fn change_topology(
         &self,
         change: impl FnOnce(&Topology) -> Result<Topology, String>,
@@ -467,12 +467,16 @@ impl ClusterNode {
             Ok(next) => next,
             Err(error) => return Frame::error_owned(format!("ERR {error}")),
         };
+        let epoch = next.epoch;
         let op = Op::PutTopology {
             expected_epoch: current.epoch,
-            epoch: next.epoch,
+            epoch,
             topology: Bytes::from(next.to_bytes()),
         };
         match propose_op(&metadata, op).await {
+            // Stored: answer the new epoch, so the caller can wait for the
+            // nodes to reach it.
+            Ok(Frame::Integer(1)) => Frame::Integer(epoch as i64),
             Ok(reply) => reply,
             Err(error) => Frame::error_owned(format!("ERR {error}")),
         }

@@ -91,6 +91,19 @@ enum ClusterCommand {
     },
     /// Show the cluster as one node sees it: `slotraft cluster info HOST:PORT`.
     Info { node: String },
+    /// Add a running node that belongs to no cluster: `slotraft cluster add-node NEW_HOST:PORT EXISTING_HOST:PORT`.
+    AddNode { new: String, existing: String },
+    /// Remove a node without replicas and shut it down: `slotraft cluster del-node EXISTING_HOST:PORT NODE`.
+    DelNode { existing: String, node: String },
+    /// Add a shard without slots on some nodes: `slotraft cluster add-shard EXISTING_HOST:PORT --nodes ID,ID,ID`.
+    AddShard {
+        existing: String,
+        /// Node ids (as `slotraft cluster info` shows), preferred leader first.
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<u64>,
+    },
+    /// Even out the slots over the shards, online: `slotraft cluster rebalance EXISTING_HOST:PORT`.
+    Rebalance { existing: String },
     /// Check that every node agrees and every slot is served: `slotraft cluster check HOST:PORT`.
     Check { node: String },
     /// Move slots between shards online: `slotraft cluster reshard HOST:PORT --from SHARD --to SHARD --slots N`.
@@ -162,6 +175,16 @@ fn main() -> anyhow::Result<()> {
                     } => admin::create(&nodes, shards, replicas, random_seed()).await,
                     ClusterCommand::Info { node } => admin::info(&node).await,
                     ClusterCommand::Check { node } => admin::check(&node).await,
+                    ClusterCommand::AddNode { new, existing } => {
+                        admin::add_node(&new, &existing).await
+                    }
+                    ClusterCommand::DelNode { existing, node } => {
+                        admin::del_node(&existing, &node).await
+                    }
+                    ClusterCommand::AddShard { existing, nodes } => {
+                        admin::add_shard(&existing, &nodes, random_seed()).await
+                    }
+                    ClusterCommand::Rebalance { existing } => admin::rebalance(&existing).await,
                     ClusterCommand::Reshard {
                         node,
                         from,

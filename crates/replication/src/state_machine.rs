@@ -149,7 +149,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response::default()
         }
         Op::SlotState {
-            slot,
+            slots,
             state: wanted,
         } => {
             let wanted = match wanted {
@@ -157,14 +157,19 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 2 => Some(keyspace::SlotState::Gone),
                 _ => None,
             };
-            state.keyspace.set_slot_state(*slot, wanted);
+            for slot in slots {
+                state.keyspace.set_slot_state(*slot, wanted);
+            }
             Response {
                 replies: vec![Frame::OK],
                 block: None,
             }
         }
-        Op::DropSlot { slot } => {
-            let dropped = state.keyspace.drop_slot(*slot);
+        Op::DropSlot { slots } => {
+            let dropped: usize = slots
+                .iter()
+                .map(|slot| state.keyspace.drop_slot(*slot))
+                .sum();
             Response {
                 replies: vec![Frame::Integer(dropped as i64)],
                 block: None,

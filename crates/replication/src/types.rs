@@ -71,11 +71,11 @@ pub enum Op {
     /// Metadata group: `node` leads shard `shard` in Raft term `term` (kept
     /// only if newer than the recorded term).
     PutLeader { shard: u64, node: u64, term: u64 },
-    /// Shard: set a slot's migration state (0 serving, 1 frozen: writes
+    /// Shard: set slots' migration state (0 serving, 1 frozen: writes
     /// answer TRYAGAIN, 2 gone: everything answers TRYAGAIN).
-    SlotState { slot: u16, state: u8 },
-    /// Shard: delete every key of a slot that moved away and mark it gone.
-    DropSlot { slot: u16 },
+    SlotState { slots: Vec<u16>, state: u8 },
+    /// Shard: delete every key of slots that moved away and mark them gone.
+    DropSlot { slots: Vec<u16> },
 }
 
 impl Request {
@@ -106,8 +106,10 @@ impl fmt::Display for Request {
                     "put-leader shard={shard} node={node} term={term}"
                 )
             }
-            Op::SlotState { slot, state } => write!(formatter, "slot-state {slot}={state}"),
-            Op::DropSlot { slot } => write!(formatter, "drop-slot {slot}"),
+            Op::SlotState { slots, state } => {
+                write!(formatter, "slot-state {} slots={state}", slots.len())
+            }
+            Op::DropSlot { slots } => write!(formatter, "drop-slot {} slots", slots.len()),
         }
     }
 }

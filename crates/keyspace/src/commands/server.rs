@@ -160,9 +160,27 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
     ),
     node(
         "slotraft|import",
-        -7,
+        -4,
         ADMIN | NOSCRIPT | LOADING | STALE,
         "Restores keys exported from another shard (on the shard's leader).",
+    ),
+    node(
+        "slotraft|add-node",
+        8,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Adds a node to the topology (on the metadata leader).",
+    ),
+    node(
+        "slotraft|remove-node",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Removes a node that holds no replicas from the topology (on the metadata leader).",
+    ),
+    node(
+        "slotraft|add-shard",
+        -5,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Adds a shard without slots on the given nodes (on the metadata leader).",
     ),
     node(
         "slotraft|drop-slot",
