@@ -1129,6 +1129,10 @@ mod slot_state_tests {
         assert_eq!(h.run(&["SET", "other", "p"]), Frame::OK);
         assert_eq!(h.run(&["GET", "other"]), bulk("p"));
         assert_eq!(h.run(&["SET", "{t}x", "1"]), Frame::OK);
+        // Keyless writes would reach into the frozen slot: refused.
+        assert_eq!(h.run(&["FLUSHALL"]), tryagain());
+        assert_eq!(h.run(&["FLUSHDB"]), tryagain());
+        assert_eq!(h.run(&["EXISTS", "{s}a"]), Frame::Integer(1));
 
         // Back to serving: writes run again.
         h.keyspace.set_slot_state(slot, None);

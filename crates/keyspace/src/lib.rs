@@ -49,8 +49,10 @@ impl Keyspace {
     ///
     /// A command whose keys are in a [`SlotState::Frozen`] slot is answered
     /// [`TRYAGAIN`] without running when it is a write; in a
-    /// [`SlotState::Gone`] slot, whatever it is. Keyless commands, and commands
-    /// whose keys hash to different slots (the node refuses those first), run.
+    /// [`SlotState::Gone`] slot, whatever it is. Keyless writes (FLUSHALL,
+    /// FLUSHDB) are refused while any slot is frozen. Keyless reads, and
+    /// commands whose keys hash to different slots (the node refuses those
+    /// first), run.
     pub fn execute(
         &mut self,
         spec: &CommandSpec,
@@ -79,8 +81,18 @@ impl Keyspace {
 
     /// Whether the state of the command's slot refuses it (see [`Keyspace::execute`]).
     fn refused_by_slot_state(&self, spec: &CommandSpec, arguments: &[Bytes]) -> bool {
-        let Ok(Some(slot)) = slots::command_slot(spec, arguments) else {
-            return false;
+        let slot = match slots::command_slot(spec, arguments) {
+            Ok(Some(slot)) => slot,
+            // A keyless write (FLUSHALL, FLUSHDB) would reach into a frozen
+            // slot whose copy is already taken: refused while one is frozen.
+            Ok(None) => {
+                return spec.is_write()
+                    && self
+                        .slot_states()
+                        .values()
+                        .any(|state| *state == SlotState::Frozen)
+            }
+            Err(_) => return false,
         };
         match self.slot_state(slot) {
             None => false,
