@@ -3,6 +3,7 @@
 
 mod t10_basics;
 mod t20_clients;
+mod t25_redis_rs;
 mod t30_dev;
 mod t40_reshard;
 mod t50_scale;
