@@ -52,14 +52,16 @@ pub enum Section {
     Memory,
     Replication,
     Cluster,
+    Types,
 }
 
 impl Section {
-    const ALL: [Section; 4] = [
+    const ALL: [Section; 5] = [
         Section::Throughput,
         Section::Memory,
         Section::Replication,
         Section::Cluster,
+        Section::Types,
     ];
 
     fn name(self) -> &'static str {
@@ -68,6 +70,7 @@ impl Section {
             Section::Memory => "memory",
             Section::Replication => "replication",
             Section::Cluster => "cluster",
+            Section::Types => "types",
         }
     }
 
@@ -224,6 +227,20 @@ pub fn run(options: &Options) -> Result<()> {
     }
     if options.wants(Section::Replication) {
         replication::run(&mut report, &programs, &servers_dir, sizes)?;
+    }
+    if options.wants(Section::Types) {
+        println!("==> data types: starting fresh servers");
+        let mut slotraft_server = Server::start(Kind::Slotraft, &programs.slotraft, &servers_dir)?;
+        let mut redis_server = Server::start(Kind::Redis, &programs.redis, &servers_dir)?;
+        let large = if options.quick { 100_000 } else { 1_000_000 };
+        crate::types::run(
+            &mut report,
+            &programs.benchmark,
+            &mut slotraft_server,
+            &mut redis_server,
+            sizes,
+            large,
+        )?;
     }
     if options.wants(Section::Cluster) {
         cluster::run(&mut report, &programs, &servers_dir, sizes, options.quick)?;

@@ -14,6 +14,7 @@ mod group;
 mod replication;
 mod server;
 mod tools;
+mod types;
 mod wire;
 
 use std::process::ExitCode;
@@ -38,14 +39,16 @@ Subcommands:
            3 shards of 3 replicas) against a Redis Cluster of 3 masters + 3 replicas
            (redis-benchmark --cluster SET GET INCR at -P 1 and -P 16), plus the
            speed of moving a loaded slot with slotraft cluster reshard while a client
-           writes to it. Prints Markdown tables and writes them to
+           writes to it; and the data-type commands (LPUSH LPOP RPOP SADD SPOP HSET
+           ZADD LRANGE_100) against redis-server, with sorted-set per-command cost
+           at 1k vs 1M members. Prints Markdown tables and writes them to
            target/bench/latest.md.
              --quick          small runs, a smoke test (noisy numbers)
              --requests N     requests per -P 1 run (default 200000; -P 16 runs use 10*N)
              --keys N         keys inserted for the memory comparison (default 1000000)
              --rounds N       runs per cell, median reported (default 3; 1 with --quick)
              --only LIST      run only these sections, comma-separated: throughput,
-                              memory, replication, cluster (default: all)
+                              memory, replication, cluster, types (default: all)
   tools    Install the Redis tools and client libraries if missing, print their
            versions and the variables the cluster client suites read.
              --force          run apt-get install even if everything is present
