@@ -142,6 +142,9 @@ pub struct Keyspace {
     /// command answers depends on it.
     ready_keys: Vec<(usize, Bytes)>,
     ready_set: BTreeSet<(usize, Bytes)>,
+    /// Whether [`Keyspace::signal_ready`] records anything (on unless the
+    /// node, knowing no client waits, turns it off to save the work).
+    track_ready: bool,
     /// Slots being migrated away or already gone (absent: served). Replicated
     /// state (see [`SlotState`]).
     slot_states: BTreeMap<u16, SlotState>,
@@ -161,6 +164,7 @@ impl Keyspace {
             stats: Stats::default(),
             ready_keys: Vec::new(),
             ready_set: BTreeSet::new(),
+            track_ready: true,
             slot_states: BTreeMap::new(),
         }
     }
@@ -180,6 +184,7 @@ impl Keyspace {
             stats: Stats::default(),
             ready_keys: Vec::new(),
             ready_set: BTreeSet::new(),
+            track_ready: true,
             slot_states,
         }
     }
@@ -394,7 +399,7 @@ impl Keyspace {
     /// blocked on it may now be served. Each key is recorded once until the next
     /// [`Keyspace::take_ready_keys`].
     pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
-        if self.ready_keys.len() >= MAX_READY_KEYS {
+        if !self.track_ready || self.ready_keys.len() >= MAX_READY_KEYS {
             return;
         }
         let entry = (db, Bytes::copy_from_slice(key));
@@ -410,6 +415,18 @@ impl Keyspace {
     pub fn take_ready_keys(&mut self) -> Vec<(usize, Bytes)> {
         self.ready_set.clear();
         std::mem::take(&mut self.ready_keys)
+    }
+
+    /// Turns the recording of ready keys on or off (off also forgets what was
+    /// recorded). The node turns it off while no client is blocked and on, under
+    /// the same lock, before it registers one, so no push a waiter needs can go
+    /// unrecorded.
+    pub fn set_ready_tracking(&mut self, on: bool) {
+        self.track_ready = on;
+        if !on {
+            self.ready_keys.clear();
+            self.ready_set.clear();
+        }
     }
 
     /// Access data for a key created now.

@@ -374,10 +374,11 @@ fn serve_blocked_clients<'a>(
     now_ms: u64,
 ) {
     if shared.blocking.is_empty() {
-        // Waiters register under the keyspace lock, so none can be missed here:
-        // keys made ready before a waiter existed hold the data it will find.
+        // Waiters register under the keyspace lock (turning recording back
+        // on), so none can be missed here: keys made ready before a waiter
+        // existed hold the data it will find.
         if let Some(store) = store.as_mut() {
-            store.keyspace.take_ready_keys();
+            store.keyspace.set_ready_tracking(false);
         }
         return;
     }
@@ -493,6 +494,8 @@ fn execute_request<'a>(
             };
             let reply = store.keyspace.execute(spec, &mut context, arguments);
             if let Some(block) = context.block.take() {
+                // Under the keyspace lock: pushes from now on are recorded.
+                store.keyspace.set_ready_tracking(true);
                 block_client(shared, 0, session, spec, arguments, block, reply);
                 return Flow::Continue;
             }

@@ -306,8 +306,14 @@ async fn serve_blocked(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::
                 std::mem::take(&mut state.overflowed),
             )
         };
-        if replica.blocking.is_empty() {
-            continue;
+        {
+            let mut state = lock(&replica.group.state);
+            if !replica.blocking.waits_on(replica.group.id) {
+                // Nobody waits here: stop recording until someone blocks
+                // (registration turns it back on under this lock).
+                state.keyspace.set_ready_tracking(false);
+                continue;
+            }
         }
         let keys = if overflowed {
             replica.blocking.waited_keys()

@@ -284,15 +284,23 @@ async fn run(
                             session.reply(output, &reply);
                         }
                         let (db, keys) = (block.db, block.keys.clone());
-                        connection::block_client(
-                            shared,
-                            replica.group.id,
-                            session,
-                            spec,
-                            &arguments,
-                            block,
-                            timeout_reply,
-                        );
+                        {
+                            // Recording on and the waiter registered under the
+                            // state lock, so the task that turns recording off
+                            // sees the waiter.
+                            let mut state = lock(&replica.group.state);
+                            state.keyspace.set_ready_tracking(true);
+                            connection::block_client(
+                                shared,
+                                replica.group.id,
+                                session,
+                                spec,
+                                &arguments,
+                                block,
+                                timeout_reply,
+                            );
+                        }
+                        // Entries applied since this one may have filled the keys.
                         replica.signal_ready(db, &keys);
                         session.deferred.extend(requests);
                         session.deferred_error = parse_error;
