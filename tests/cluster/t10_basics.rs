@@ -245,3 +245,66 @@ fn redis_cli_cluster_check_and_redis_benchmark_cluster_accept_it() {
     assert!(output.status.success(), "{text}");
     assert!(text.contains("SET: ") && text.contains("GET: "), "{text}");
 }
+
+#[test]
+fn transactions_run_as_one_log_entry_on_one_slot() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let slot = i64::from(cluster::key_slot(b"{tx}"));
+    let mut probe = cluster.client(0);
+    let leader_port = slots(&mut probe)
+        .into_iter()
+        .find(|(start, end, _)| (*start..=*end).contains(&slot))
+        .map(|(_, _, nodes)| nodes[0].1)
+        .unwrap();
+    let index = cluster
+        .members
+        .iter()
+        .position(|member| i64::from(member.port) == leader_port)
+        .unwrap();
+    let mut connection = cluster.client(index);
+    let (set, counter, listed): (String, i64, Vec<String>) = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("{tx}:a")
+        .arg(1)
+        .cmd("INCRBY")
+        .arg("{tx}:a")
+        .arg(41)
+        .cmd("RPUSH")
+        .arg("{tx}:l")
+        .arg("x")
+        .ignore()
+        .cmd("LRANGE")
+        .arg("{tx}:l")
+        .arg(0)
+        .arg(-1)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(
+        (set.as_str(), counter, listed),
+        ("OK", 42, vec!["x".to_string()])
+    );
+    // Keys of two slots in one transaction: refused while queuing, then
+    // EXECABORT.
+    let error = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("{tx}:a")
+        .arg(1)
+        .cmd("SET")
+        .arg("elsewhere")
+        .arg(2)
+        .query::<()>(&mut connection)
+        .unwrap_err();
+    // The client reports the refusal it saw first (CROSSSLOT while queuing,
+    // as Redis Cluster answers); the transaction as a whole was discarded.
+    assert!(
+        matches!(error.code(), Some("CROSSSLOT" | "EXECABORT")),
+        "{error:?}"
+    );
+    let unchanged: i64 = redis::cmd("GET")
+        .arg("{tx}:a")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(unchanged, 42);
+}

@@ -4,3 +4,4 @@ mod t10_failover;
 mod t20_history;
 mod t30_snapshots;
 mod t40_blocking;
+mod t50_transactions;

@@ -7,3 +7,4 @@ mod t30_redis_cli;
 mod t40_server_commands;
 mod t50_differential;
 mod t60_blocking;
+mod t70_transactions;

@@ -418,6 +418,56 @@ fn serve_blocked_clients<'a>(
     }
 }
 
+/// EXEC on a standalone node: the queued keyspace commands run one after the
+/// other under the keyspace lock, so no other client's command comes between
+/// them. Blocking commands inside do not block (they answer their timeout
+/// reply, as in Redis); keys they fill wake waiters after the batch.
+fn exec<'a>(
+    shared: &'a Shared,
+    session: &mut Session,
+    store: &mut Option<MutexGuard<'a, Store>>,
+    now_ms: u64,
+) -> Frame {
+    let Some(transaction) = session.multi.take() else {
+        return Frame::error("ERR EXEC without MULTI");
+    };
+    if transaction.failed {
+        return Frame::error(session::EXECABORT);
+    }
+    let mut replies = Vec::with_capacity(transaction.queued.len());
+    for (arguments, spec) in transaction.queued {
+        let reply = match spec.handler {
+            Handler::Keyspace(_) if spec.name.starts_with("cluster|") => {
+                Frame::error(session::CLUSTER_DISABLED)
+            }
+            Handler::Keyspace(_) => {
+                let store = store.get_or_insert_with(|| shared.store());
+                let seed = store.rng.next_u64();
+                let mut context = Context {
+                    now_ms,
+                    rng: Rng::new(seed),
+                    db: session.db,
+                    protocol: session.protocol,
+                    cluster_mode: false,
+                    lazy_expire: true,
+                    block: None,
+                };
+                store.keyspace.execute(spec, &mut context, &arguments)
+            }
+            Handler::Node | Handler::Container => {
+                // Connection and server commands (SELECT, CLIENT ...) run in
+                // place, outside the keyspace lock.
+                *store = None;
+                session::execute(shared, session, spec, &arguments)
+                    .0
+                    .unwrap_or(Frame::Null)
+            }
+        };
+        replies.push(reply);
+    }
+    Frame::Array(replies)
+}
+
 /// Requests parsed ahead of execution.
 const BATCH_REQUESTS: usize = 32;
 
@@ -462,6 +512,7 @@ fn execute_request<'a>(
     let spec = match resolved {
         Ok(spec) => spec,
         Err(error) => {
+            session::refuse_in_multi(session);
             session.reply(output, &error);
             return Flow::Continue;
         }
@@ -472,6 +523,17 @@ fn execute_request<'a>(
         && shared.config().requirepass().is_some()
     {
         session.reply(output, &Frame::error("NOAUTH Authentication required."));
+        return Flow::Continue;
+    }
+    if let session::InMulti::Answered(reply) =
+        session::queue_in_multi(session, spec, arguments, false)
+    {
+        session.reply(output, &reply);
+        return Flow::Continue;
+    }
+    if spec.name == "exec" {
+        let reply = exec(shared, session, store, now_ms);
+        session.reply(output, &reply);
         return Flow::Continue;
     }
     if spec.name.starts_with("cluster|") {

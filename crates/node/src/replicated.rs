@@ -148,6 +148,7 @@ async fn run(
             let spec = match resolved {
                 Ok(spec) => spec,
                 Err(error) => {
+                    session::refuse_in_multi(session);
                     session.reply(output, &error);
                     continue;
                 }
@@ -158,6 +159,47 @@ async fn run(
                 && shared.config().requirepass().is_some()
             {
                 session.reply(output, &Frame::error("NOAUTH Authentication required."));
+                continue;
+            }
+            let cluster = matches!(route, Route::Cluster(_));
+            let same_slot = || {
+                let transaction_slot = session.multi.as_ref().and_then(|tx| tx.slot);
+                match keyspace::command_slot(spec, &arguments) {
+                    Ok(Some(slot)) => transaction_slot.is_none_or(|first| first == slot),
+                    _ => false,
+                }
+            };
+            if session.multi.is_some()
+                && matches!(spec.handler, Handler::Keyspace(_))
+                && same_slot()
+            {
+                // As Redis Cluster: a queued command whose keys are served
+                // elsewhere gets its redirect now, and EXEC then aborts.
+                let refusal = match route.target(spec, &arguments) {
+                    Target::Reply(reply) => Some(reply),
+                    Target::Local(replica) => replica
+                        .group
+                        .raft
+                        .as_leader()
+                        .err()
+                        .map(|forward| redirect(&forward, spec, &arguments)),
+                    Target::Unsharded => None,
+                };
+                if let Some(reply) = refusal {
+                    session::refuse_in_multi(session);
+                    session.reply(output, &reply);
+                    continue;
+                }
+            }
+            if let session::InMulti::Answered(reply) =
+                session::queue_in_multi(session, spec, &arguments, cluster)
+            {
+                session.reply(output, &reply);
+                continue;
+            }
+            if spec.name == "exec" {
+                let reply = exec(shared, route, session).await;
+                session.reply(output, &reply);
                 continue;
             }
             match spec.handler {
@@ -371,6 +413,62 @@ async fn check_read(replica: &Replica, session: &Session) -> Result<(), ReadRefu
         }
         Ok(Err(_)) | Err(_) => Err(ReadRefusal::Down),
     }
+}
+
+/// EXEC on a replica: the queued keyspace commands go through the log as one
+/// entry, so every replica applies them together and nothing comes between
+/// them; reads inside see the transaction's own writes. Connection commands
+/// queued with them run in place. A replica that does not lead answers the
+/// whole EXEC with the redirect its first keyed command would get.
+async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame {
+    let Some(transaction) = session.multi.take() else {
+        return Frame::error("ERR EXEC without MULTI");
+    };
+    if transaction.failed {
+        return Frame::error(session::EXECABORT);
+    }
+    let keyspace_commands: Vec<(Vec<Bytes>, &'static CommandSpec)> = transaction
+        .queued
+        .iter()
+        .filter(|(_, spec)| matches!(spec.handler, Handler::Keyspace(_)))
+        .cloned()
+        .collect();
+    let mut keyspace_replies = Vec::new().into_iter();
+    if !keyspace_commands.is_empty() {
+        // The transaction's replica: where its keyed commands go (they share a
+        // slot), else where its first command goes.
+        let (arguments, spec) = keyspace_commands
+            .iter()
+            .find(|(arguments, spec)| first_key(spec, arguments).is_some())
+            .unwrap_or(&keyspace_commands[0]);
+        let replica = match route.target(spec, arguments) {
+            Target::Local(replica) => replica,
+            Target::Reply(reply) => return reply,
+            Target::Unsharded => {
+                return Frame::error("CLUSTERDOWN The cluster is down");
+            }
+        };
+        if let Err(forward) = replica.group.raft.as_leader() {
+            return redirect(&forward, spec, arguments);
+        }
+        let (replies, _) = propose(&replica, session.db, session.protocol, keyspace_commands).await;
+        keyspace_replies = replies.into_iter();
+    }
+    let mut replies = Vec::with_capacity(transaction.queued.len());
+    for (arguments, spec) in transaction.queued {
+        let reply = match spec.handler {
+            Handler::Keyspace(_) => keyspace_replies
+                .next()
+                .unwrap_or_else(|| Frame::error("ERR internal: reply count mismatch")),
+            Handler::Node | Handler::Container => {
+                session::execute(shared, session, spec, &arguments)
+                    .0
+                    .unwrap_or(Frame::Null)
+            }
+        };
+        replies.push(reply);
+    }
+    Frame::Array(replies)
 }
 
 /// Runs a read-only command against the applied state without changing it.

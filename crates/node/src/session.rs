@@ -17,6 +17,69 @@ use std::time::Duration;
 /// The reply to CLUSTER on a node that is not part of a cluster.
 pub const CLUSTER_DISABLED: &str = "ERR This instance has cluster support disabled";
 
+/// A transaction being queued (MULTI ... EXEC).
+#[derive(Default)]
+pub struct Transaction {
+    pub queued: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+    /// A command was refused while queuing: EXEC answers EXECABORT.
+    pub failed: bool,
+    /// The slot of the keys queued so far (cluster mode checks that they all
+    /// share it).
+    pub slot: Option<u16>,
+}
+
+/// EXEC's answer when a queued command was refused.
+pub const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+/// What a connection does with a request while it is in MULTI.
+pub enum InMulti {
+    /// Not in a transaction, or a command that runs now (EXEC, DISCARD, MULTI,
+    /// QUIT, RESET, WATCH ...).
+    RunNow,
+    /// Queued, or refused: this is the reply.
+    Answered(Frame),
+}
+
+/// Queues `spec` if the session is in MULTI. Cluster nodes also check that the
+/// transaction's keys share one slot.
+pub fn queue_in_multi(
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+    cluster: bool,
+) -> InMulti {
+    let Some(transaction) = session.multi.as_mut() else {
+        return InMulti::RunNow;
+    };
+    if matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset") {
+        return InMulti::RunNow;
+    }
+    if cluster {
+        if let Ok(Some(slot)) = keyspace::command_slot(spec, arguments) {
+            match transaction.slot {
+                Some(first) if first != slot => {
+                    transaction.failed = true;
+                    return InMulti::Answered(Frame::error(keyspace::slots::CROSSSLOT));
+                }
+                _ => transaction.slot = Some(slot),
+            }
+        } else if keyspace::command_slot(spec, arguments).is_err() {
+            transaction.failed = true;
+            return InMulti::Answered(Frame::error(keyspace::slots::CROSSSLOT));
+        }
+    }
+    transaction.queued.push((arguments.to_vec(), spec));
+    InMulti::Answered(Frame::simple("QUEUED"))
+}
+
+/// Marks the transaction failed when a request inside MULTI could not even be
+/// resolved (unknown command, wrong arity).
+pub fn refuse_in_multi(session: &mut Session) {
+    if let Some(transaction) = session.multi.as_mut() {
+        transaction.failed = true;
+    }
+}
+
 /// CLIENT REPLY mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyMode {
@@ -42,6 +105,8 @@ pub struct Session {
     /// A protocol error met behind a blocking command, reported after the
     /// deferred requests.
     pub deferred_error: Option<String>,
+    /// Commands queued since MULTI (see [`Transaction`]).
+    pub multi: Option<Transaction>,
     /// Set by CLIENT REPLY SKIP for the command after it.
     skip_next: bool,
     last_command: &'static str,
@@ -61,6 +126,7 @@ impl Session {
             blocked: None,
             deferred: Vec::new(),
             deferred_error: None,
+            multi: None,
             skip_next: false,
             last_command: "",
         }
@@ -122,7 +188,20 @@ pub fn execute(
         "auth" => auth(shared, session, arguments),
         "select" => select(shared, session, arguments),
         "quit" => return (Some(Frame::OK), Flow::Close),
+        "multi" => {
+            if session.multi.is_some() {
+                Frame::error("ERR MULTI calls can not be nested")
+            } else {
+                session.multi = Some(Transaction::default());
+                Frame::OK
+            }
+        }
+        "discard" => match session.multi.take() {
+            Some(_) => Frame::OK,
+            None => Frame::error("ERR DISCARD without MULTI"),
+        },
         "reset" => {
+            session.multi = None;
             session.select(0);
             session.set_protocol(Protocol::Resp2);
             session.reply_mode = ReplyMode::On;
@@ -132,7 +211,7 @@ pub fn execute(
             Frame::simple("RESET")
         }
         "readonly" | "readwrite" => {
-            if shared.replica.is_none() {
+            if shared.replica.is_none() && shared.cluster.is_none() {
                 Frame::error("ERR This instance has cluster support disabled")
             } else {
                 session.readonly = spec.name == "readonly";

@@ -332,6 +332,36 @@ pub const COMMANDS: &[CommandSpec] = &[
         handler: Handler::Keyspace(command_all),
         ..CommandSpec::DEFAULT
     },
+    CommandSpec {
+        group: "transactions",
+        categories: &["fast", "transaction"],
+        ..node(
+            "multi",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            "Starts a transaction.",
+        )
+    },
+    CommandSpec {
+        group: "transactions",
+        categories: &["slow", "transaction"],
+        ..node(
+            "exec",
+            1,
+            NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG,
+            "Executes all commands in a transaction.",
+        )
+    },
+    CommandSpec {
+        group: "transactions",
+        categories: &["fast", "transaction"],
+        ..node(
+            "discard",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            "Discards a transaction.",
+        )
+    },
     connection(
         "hello",
         -1,
