@@ -295,21 +295,34 @@ fn run_node(config: Config) -> anyhow::Result<()> {
             });
             shared
         };
+        // Handlers first: a SIGTERM sent as soon as the ready line appears must
+        // find them installed.
+        let signals = install_signal_handlers();
         tracing::info!(%bound, "slotraft node ready to accept connections");
-        tokio::spawn(watch_signals(shared.clone()));
+        tokio::spawn(watch_signals(shared.clone(), signals));
         server::run(shared, listener).await?;
         tracing::info!("slotraft node stopped");
         Ok(())
     })
 }
 
-/// SIGTERM and SIGINT request a graceful shutdown, like SHUTDOWN.
-async fn watch_signals(shared: Arc<server::Shared>) {
+type Signals = Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>;
+
+/// Installs the SIGTERM and SIGINT handlers (must run inside the runtime).
+fn install_signal_handlers() -> Signals {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut terminate), Ok(mut interrupt)) = (
+    match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
+    ) {
+        (Ok(terminate), Ok(interrupt)) => Some((terminate, interrupt)),
+        _ => None,
+    }
+}
+
+/// SIGTERM and SIGINT request a graceful shutdown, like SHUTDOWN.
+async fn watch_signals(shared: Arc<server::Shared>, signals: Signals) {
+    let Some((mut terminate, mut interrupt)) = signals else {
         tracing::warn!("cannot install signal handlers");
         return;
     };
