@@ -46,3 +46,46 @@ fn a_transaction_applies_on_every_replica_and_followers_redirect_it() {
         "{error:?}"
     );
 }
+
+#[test]
+fn watch_is_checked_where_the_transaction_applies() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    let mut other = group.client(leader);
+    let _: () = redis::cmd("SET")
+        .arg("stock")
+        .arg(10)
+        .query(&mut connection)
+        .unwrap();
+    let _: () = redis::cmd("WATCH")
+        .arg("stock")
+        .query(&mut connection)
+        .unwrap();
+    let _: i64 = redis::cmd("DECR").arg("stock").query(&mut other).unwrap();
+    let result: Option<(i64,)> = redis::pipe()
+        .atomic()
+        .cmd("DECRBY")
+        .arg("stock")
+        .arg(5)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(result, None, "EXEC must abort after a watched key changed");
+    let stock: i64 = redis::cmd("GET")
+        .arg("stock")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(stock, 9);
+    let _: () = redis::cmd("WATCH")
+        .arg("stock")
+        .query(&mut connection)
+        .unwrap();
+    let result: Option<(i64,)> = redis::pipe()
+        .atomic()
+        .cmd("DECRBY")
+        .arg("stock")
+        .arg(5)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(result, Some((4,)));
+}

@@ -89,3 +89,53 @@ fn blocking_commands_inside_do_not_block_and_pushes_wake_waiters_after_exec() {
     waiter.expect(b"*2\r\n$4\r\njobs\r\n$2\r\nj1\r\n");
     client.roundtrip(&["LRANGE", "jobs", "0", "-1"], "*1\r\n$2\r\nj2\r\n");
 }
+
+#[test]
+fn watch_aborts_exec_when_a_key_changed_or_expired() {
+    let server = Server::start(&[]);
+    let mut client = server.connect();
+    let mut other = server.connect();
+    client.roundtrip(&["SET", "balance", "100"], "+OK\r\n");
+    // Untouched: EXEC runs.
+    client.roundtrip(&["WATCH", "balance"], "+OK\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["DECRBY", "balance", "10"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*1\r\n:90\r\n");
+    // Changed by another client: EXEC answers nil and runs nothing.
+    client.roundtrip(&["WATCH", "balance"], "+OK\r\n");
+    other.roundtrip(&["INCRBY", "balance", "5"], ":95\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["DECRBY", "balance", "10"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*-1\r\n");
+    client.roundtrip(&["GET", "balance"], "$2\r\n95\r\n");
+    // EXEC forgets the watch: the next transaction runs.
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["DECRBY", "balance", "10"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*1\r\n:85\r\n");
+    // UNWATCH forgets too.
+    client.roundtrip(&["WATCH", "balance"], "+OK\r\n");
+    other.roundtrip(&["SET", "balance", "1"], "+OK\r\n");
+    client.roundtrip(&["UNWATCH"], "+OK\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(
+        &["WATCH", "x"],
+        "-ERR WATCH inside MULTI is not allowed\r\n",
+    );
+    client.roundtrip(&["INCR", "balance"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*1\r\n:2\r\n");
+    // A watched key that expires counts as changed.
+    client.roundtrip(&["SET", "lock", "me", "PX", "50"], "+OK\r\n");
+    client.roundtrip(&["WATCH", "lock"], "+OK\r\n");
+    std::thread::sleep(Duration::from_millis(120));
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["SET", "lock", "again"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*-1\r\n");
+    // RESP3 answers a null.
+    client.command(&[b"HELLO", b"3"]);
+    let _ = client.read_frame();
+    client.roundtrip(&["WATCH", "balance"], "+OK\r\n");
+    other.roundtrip(&["SET", "balance", "7"], "+OK\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["GET", "balance"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "_\r\n");
+}

@@ -417,6 +417,23 @@ impl Keyspace {
         std::mem::take(&mut self.ready_keys)
     }
 
+    /// What WATCH remembers of a key: its value's digest and its expiry time
+    /// ("absent" for a missing or expired key). EXEC compares it again; any
+    /// change aborts the transaction.
+    pub fn watch_fingerprint(&self, db: usize, key: &[u8], now_ms: u64) -> Bytes {
+        let Some(db) = self.dbs.get(db) else {
+            return Bytes::from_static(b"absent");
+        };
+        match db.peek(key, now_ms) {
+            None => Bytes::from_static(b"absent"),
+            Some(entry) => Bytes::from(format!(
+                "{}:{}",
+                crate::digest::value_digest(Some(entry)),
+                entry.expire_at_ms().unwrap_or(0)
+            )),
+        }
+    }
+
     /// Turns the recording of ready keys on or off (off also forgets what was
     /// recorded). The node turns it off while no client is blocked and on, under
     /// the same lock, before it registers one, so no push a waiter needs can go

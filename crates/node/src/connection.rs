@@ -431,8 +431,18 @@ fn exec<'a>(
     let Some(transaction) = session.multi.take() else {
         return Frame::error("ERR EXEC without MULTI");
     };
+    let watched = std::mem::take(&mut session.watched);
     if transaction.failed {
         return Frame::error(session::EXECABORT);
+    }
+    {
+        // A watched key that changed (or expired) since WATCH aborts it all.
+        let store = store.get_or_insert_with(|| shared.store());
+        if watched.iter().any(|(db, key, fingerprint)| {
+            store.keyspace.watch_fingerprint(*db, key, now_ms) != *fingerprint
+        }) {
+            return Frame::NullArray;
+        }
     }
     let mut replies = Vec::with_capacity(transaction.queued.len());
     for (arguments, spec) in transaction.queued {
@@ -534,6 +544,15 @@ fn execute_request<'a>(
     if spec.name == "exec" {
         let reply = exec(shared, session, store, now_ms);
         session.reply(output, &reply);
+        return Flow::Continue;
+    }
+    if spec.name == "watch" {
+        let store = store.get_or_insert_with(|| shared.store());
+        for key in &arguments[1..] {
+            let fingerprint = store.keyspace.watch_fingerprint(session.db, key, now_ms);
+            session.watched.push((session.db, key.clone(), fingerprint));
+        }
+        session.reply(output, &Frame::OK);
         return Flow::Continue;
     }
     if spec.name.starts_with("cluster|") {

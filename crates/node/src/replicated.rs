@@ -202,6 +202,11 @@ async fn run(
                 session.reply(output, &reply);
                 continue;
             }
+            if spec.name == "watch" {
+                let reply = watch(route, session, &arguments).await;
+                session.reply(output, &reply);
+                continue;
+            }
             match spec.handler {
                 Handler::Node | Handler::Container => {
                     if let Route::Cluster(node) = route {
@@ -424,6 +429,10 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
     let Some(transaction) = session.multi.take() else {
         return Frame::error("ERR EXEC without MULTI");
     };
+    let watched: Vec<(Bytes, Bytes)> = std::mem::take(&mut session.watched)
+        .into_iter()
+        .map(|(_, key, fingerprint)| (key, fingerprint))
+        .collect();
     if transaction.failed {
         return Frame::error(session::EXECABORT);
     }
@@ -451,8 +460,18 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         if let Err(forward) = replica.group.raft.as_leader() {
             return redirect(&forward, spec, arguments);
         }
-        let (replies, _) = propose(&replica, session.db, session.protocol, keyspace_commands).await;
-        keyspace_replies = replies.into_iter();
+        match propose_watched(
+            &replica,
+            session.db,
+            session.protocol,
+            keyspace_commands,
+            watched,
+        )
+        .await
+        {
+            Proposed::Replies(replies, _) => keyspace_replies = replies.into_iter(),
+            Proposed::Aborted => return Frame::NullArray,
+        }
     }
     let mut replies = Vec::with_capacity(transaction.queued.len());
     for (arguments, spec) in transaction.queued {
@@ -469,6 +488,40 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         replies.push(reply);
     }
     Frame::Array(replies)
+}
+
+/// WATCH on a replica: the keys must share a slot (cluster) and be served
+/// here by the leader; their fingerprints are read linearizably. The EXEC
+/// entry carries them, and every replica checks them when it applies it.
+async fn watch(route: Route<'_>, session: &mut Session, arguments: &[Bytes]) -> Frame {
+    let keys = &arguments[1..];
+    let slot = cluster::key_slot(&keys[0]);
+    if matches!(route, Route::Cluster(_)) && keys.iter().any(|key| cluster::key_slot(key) != slot) {
+        return Frame::error(keyspace::slots::CROSSSLOT);
+    }
+    // Route as a read of the first key would be.
+    let exists = keyspace::commands::lookup(b"exists").expect("EXISTS exists");
+    let probe = [Bytes::from_static(b"EXISTS"), keys[0].clone()];
+    let replica = match route.target(exists, &probe) {
+        Target::Local(replica) => replica,
+        Target::Reply(reply) => return reply,
+        Target::Unsharded => return Frame::error("CLUSTERDOWN The cluster is down"),
+    };
+    match check_read(&replica, session).await {
+        Ok(()) => {}
+        Err(refusal) => {
+            return refusal
+                .reply(exists, &probe)
+                .unwrap_or_else(|| Frame::error(CLUSTER_DOWN))
+        }
+    }
+    let state = lock(&replica.group.state);
+    let now_ms = clock::unix_ms().max(state.log_time_ms);
+    for key in keys {
+        let fingerprint = state.keyspace.watch_fingerprint(session.db, key, now_ms);
+        session.watched.push((session.db, key.clone(), fingerprint));
+    }
+    Frame::OK
 }
 
 /// Runs a read-only command against the applied state without changing it.
@@ -496,13 +549,35 @@ pub async fn propose(
     protocol: Protocol,
     run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
 ) -> (Vec<Frame>, Option<keyspace::BlockOn>) {
+    match propose_watched(replica, db, protocol, run, Vec::new()).await {
+        Proposed::Replies(replies, block) => (replies, block),
+        // Nothing was watched, so nothing can abort.
+        Proposed::Aborted => (Vec::new(), None),
+    }
+}
+
+/// What a proposal came back with.
+pub enum Proposed {
+    Replies(Vec<Frame>, Option<keyspace::BlockOn>),
+    /// A watched key had changed: nothing ran.
+    Aborted,
+}
+
+/// [`propose`] with WATCHed keys checked when the entry applies.
+pub async fn propose_watched(
+    replica: &Replica,
+    db: usize,
+    protocol: Protocol,
+    run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+    watched: Vec<(Bytes, Bytes)>,
+) -> Proposed {
     let raft = &replica.group.raft;
     if let Err(forward) = raft.as_leader() {
         let replies = run
             .iter()
             .map(|(arguments, spec)| redirect(&forward, spec, arguments))
             .collect();
-        return (replies, None);
+        return Proposed::Replies(replies, None);
     }
     let count = run.len();
     let seed = lock(&replica.group.state).rng.next_u64();
@@ -513,16 +588,18 @@ pub async fn propose(
             db: db as u32,
             resp3: protocol == Protocol::Resp3,
             commands: run.iter().map(|(arguments, _)| arguments.clone()).collect(),
+            watched,
         },
     };
     let mut lease_waits = 0;
     loop {
         match tokio::time::timeout(WRITE_LIMIT, raft.client_write(request.clone())).await {
+            Ok(Ok(response)) if response.data.aborted => return Proposed::Aborted,
             Ok(Ok(response)) if response.data.replies.len() == count => {
-                return (response.data.replies, response.data.block)
+                return Proposed::Replies(response.data.replies, response.data.block)
             }
             Ok(Ok(_)) => {
-                return (
+                return Proposed::Replies(
                     vec![Frame::error("ERR internal: reply count mismatch"); count],
                     None,
                 )
@@ -541,13 +618,13 @@ pub async fn propose(
                     .iter()
                     .map(|(arguments, spec)| redirect(&forward, spec, arguments))
                     .collect();
-                return (replies, None);
+                return Proposed::Replies(replies, None);
             }
             Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))))
             | Ok(Err(RaftError::Fatal(_)))
-            | Err(_) => return (vec![Frame::error(OUTCOME_UNKNOWN); count], None),
+            | Err(_) => return Proposed::Replies(vec![Frame::error(OUTCOME_UNKNOWN); count], None),
             Ok(Err(error)) => {
-                return (
+                return Proposed::Replies(
                     vec![Frame::error_owned(format!("ERR {error}")); count],
                     None,
                 )

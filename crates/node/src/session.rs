@@ -54,6 +54,10 @@ pub fn queue_in_multi(
     if matches!(spec.name, "exec" | "discard" | "multi" | "quit" | "reset") {
         return InMulti::RunNow;
     }
+    if spec.name == "watch" {
+        // Refused, and (as in Redis) the transaction is not aborted.
+        return InMulti::Answered(Frame::error("ERR WATCH inside MULTI is not allowed"));
+    }
     if cluster {
         if let Ok(Some(slot)) = keyspace::command_slot(spec, arguments) {
             match transaction.slot {
@@ -107,6 +111,8 @@ pub struct Session {
     pub deferred_error: Option<String>,
     /// Commands queued since MULTI (see [`Transaction`]).
     pub multi: Option<Transaction>,
+    /// WATCHed keys: (database, key, fingerprint when watched).
+    pub watched: Vec<(usize, Bytes, Bytes)>,
     /// Set by CLIENT REPLY SKIP for the command after it.
     skip_next: bool,
     last_command: &'static str,
@@ -127,6 +133,7 @@ impl Session {
             deferred: Vec::new(),
             deferred_error: None,
             multi: None,
+            watched: Vec::new(),
             skip_next: false,
             last_command: "",
         }
@@ -197,11 +204,19 @@ pub fn execute(
             }
         }
         "discard" => match session.multi.take() {
-            Some(_) => Frame::OK,
+            Some(_) => {
+                session.watched.clear();
+                Frame::OK
+            }
             None => Frame::error("ERR DISCARD without MULTI"),
         },
+        "unwatch" => {
+            session.watched.clear();
+            Frame::OK
+        }
         "reset" => {
             session.multi = None;
+            session.watched.clear();
             session.select(0);
             session.set_protocol(Protocol::Resp2);
             session.reply_mode = ReplyMode::On;

@@ -163,6 +163,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response {
                 replies: vec![Frame::OK],
                 block: None,
+                aborted: false,
             }
         }
         Op::DropSlot { slots } => {
@@ -173,6 +174,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response {
                 replies: vec![Frame::Integer(dropped as i64)],
                 block: None,
+                aborted: false,
             }
         }
         Op::PutTopology { .. } | Op::PutLeader { .. } => {
@@ -181,15 +183,26 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response {
                 replies: vec![reply],
                 block: None,
+                aborted: false,
             }
         }
         Op::Exec {
             db,
             resp3: _,
             commands,
+            watched,
         } => {
             let mut context = Context::new(now_ms, request.seed);
             context.db = (*db as usize).min(state.keyspace.dbs().len().saturating_sub(1));
+            if watched.iter().any(|(key, fingerprint)| {
+                state.keyspace.watch_fingerprint(context.db, key, now_ms) != *fingerprint
+            }) {
+                return Response {
+                    replies: Vec::new(),
+                    block: None,
+                    aborted: true,
+                };
+            }
             context.protocol = request.protocol();
             context.cluster_mode = state.keyspace.config.cluster_mode;
             let resolved: Vec<_> = commands
@@ -223,6 +236,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response {
                 replies,
                 block: context.block.take(),
+                aborted: false,
             }
         }
     }

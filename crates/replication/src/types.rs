@@ -57,6 +57,10 @@ pub enum Op {
         db: u32,
         resp3: bool,
         commands: Vec<Vec<Bytes>>,
+        /// WATCHed keys with the fingerprint they had when watched
+        /// (`Keyspace::watch_fingerprint`); if any differs when the entry
+        /// applies, no command runs and the entry answers `aborted`.
+        watched: Vec<(Bytes, Bytes)>,
     },
     /// Active expiry: delete keys whose deadline is before the entry's time.
     ExpireTick,
@@ -124,6 +128,8 @@ pub struct Response {
     /// nothing to serve: what it waits for. Local to the proposing replica
     /// (never serialized).
     pub block: Option<keyspace::BlockOn>,
+    /// A WATCHed key had changed: nothing ran (local, never serialized).
+    pub aborted: bool,
 }
 
 impl Serialize for Response {
@@ -153,6 +159,7 @@ impl<'de> Deserialize<'de> for Response {
         Ok(Response {
             replies,
             block: None,
+            aborted: false,
         })
     }
 }

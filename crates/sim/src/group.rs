@@ -151,6 +151,7 @@ pub async fn write(group: &ShardGroup, command: &[&str], seed: u64) -> Result<Fr
         op: Op::Exec {
             db: 0,
             resp3: false,
+            watched: Vec::new(),
             commands: vec![command
                 .iter()
                 .map(|part| Bytes::copy_from_slice(part.as_bytes()))

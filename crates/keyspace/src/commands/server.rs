@@ -356,6 +356,26 @@ pub const COMMANDS: &[CommandSpec] = &[
         group: "transactions",
         categories: &["fast", "transaction"],
         ..node(
+            "watch",
+            -2,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            "Monitors changes to keys to determine the execution of a transaction.",
+        )
+    },
+    CommandSpec {
+        group: "transactions",
+        categories: &["fast", "transaction"],
+        ..node(
+            "unwatch",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,
+            "Forgets about watched keys of a transaction.",
+        )
+    },
+    CommandSpec {
+        group: "transactions",
+        categories: &["fast", "transaction"],
+        ..node(
             "discard",
             1,
             NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY,

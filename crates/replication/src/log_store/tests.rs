@@ -15,6 +15,7 @@ fn entry(term: u64, index: u64) -> Entry {
         op: Op::Exec {
             db: 0,
             resp3: false,
+            watched: Vec::new(),
             commands: vec![vec![
                 bytes::Bytes::from_static(b"SET"),
                 bytes::Bytes::from(format!("key:{index}")),
