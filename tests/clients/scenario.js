@@ -16,7 +16,7 @@
 // shopping carts in hashes, tag search with set algebra, leaderboards in sorted sets.
 // Multi-key commands use `{tag}` keys so that their keys share a slot.
 //
-// Not covered yet because slotraft does not serve them: MULTI/EXEC, EVAL/Lua scripts
+// Not covered yet because slotraft does not serve them: EVAL/Lua scripts
 // (defineCommand), Pub/Sub, and ASK redirects during slot migrations.
 
 "use strict";
@@ -302,6 +302,20 @@ async function crossslot(rc) {
   expect(await rc.mget("{a}", "{a}:b"), ["1", "2"], "MGET in one slot");
 }
 
+async function transaction(rc) {
+  // A transfer between two accounts of one slot as MULTI/EXEC (ioredis sends
+  // the transaction to the node that serves the slot).
+  await rc.set("{acct}:alice", "100");
+  await rc.set("{acct}:bob", "0");
+  const result = await rc
+    .multi()
+    .decrby("{acct}:alice", 30)
+    .incrby("{acct}:bob", 30)
+    .exec();
+  expect(result, [[null, 70], [null, 30]], "transfer");
+  expect(await rc.get("{acct}:alice"), "70", "balance after the transfer");
+}
+
 async function runScenarios(host, port) {
   const rc = connect(host, port);
   const scenarios = [
@@ -313,6 +327,7 @@ async function runScenarios(host, port) {
     ["leaderboard", () => leaderboard(rc)],
     ["spread", () => spread(rc, host, port)],
     ["crossslot", () => crossslot(rc)],
+    ["transaction", () => transaction(rc)],
   ];
   try {
     for (const [name, scenario] of scenarios) {

@@ -16,16 +16,22 @@ The shapes follow how people use Redis: API-call counters with EXPIRE, job queue
 shopping carts in hashes, tag search with set algebra, leaderboards in sorted sets.
 Multi-key commands use `{tag}` keys so that their keys share a slot.
 
-Not covered yet because slotraft does not serve them: MULTI/EXEC, EVAL/Lua scripts,
-Pub/Sub, and ASK redirects during slot migrations.
+Not covered yet because slotraft does not serve them: EVAL/Lua scripts, Pub/Sub,
+and ASK redirects during slot migrations.
 """
 
 import sys
 import threading
 import time
 
+import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import ClusterCrossSlotError, RedisClusterException, RedisError
+from redis.exceptions import (
+    ClusterCrossSlotError,
+    RedisClusterException,
+    RedisError,
+    WatchError,
+)
 
 CROSSSLOT_MESSAGE = "Keys in request don't hash to the same slot"
 
@@ -275,6 +281,37 @@ def crossslot(rc, host, port):
     expect(rc.mget_nonatomic(["a", "b", "{a}x"]), ["1", "2", "3"], "MGET split")
 
 
+def transaction(rc):
+    # A transfer between two accounts of one slot, with WATCH for optimistic
+    # locking, on a plain connection to the node that serves the slot (the
+    # cluster client's pipelines are not transactions).
+    rc.set("{acct}:alice", 100)
+    rc.set("{acct}:bob", 0)
+    node = rc.get_node_from_key("{acct}:alice")
+    direct = redis.Redis(host=node.host, port=node.port, decode_responses=True)
+    with direct.pipeline(transaction=True) as pipe:
+        pipe.watch("{acct}:alice")
+        balance = int(pipe.get("{acct}:alice"))
+        expect(balance, 100, "balance read under WATCH")
+        pipe.multi()
+        pipe.decrby("{acct}:alice", 30)
+        pipe.incrby("{acct}:bob", 30)
+        expect(pipe.execute(), [70, 30], "transfer")
+    # Another client changes the watched key: the transaction does not run.
+    with direct.pipeline(transaction=True) as pipe:
+        pipe.watch("{acct}:alice")
+        rc.incr("{acct}:alice")
+        pipe.multi()
+        pipe.decrby("{acct}:alice", 1)
+        try:
+            pipe.execute()
+            raise ScenarioFailed("a watched transaction ran after a conflicting write")
+        except WatchError:
+            pass
+    expect(rc.get("{acct}:alice"), "71", "balance after the aborted transfer")
+    direct.close()
+
+
 def run_scenarios(host, port):
     rc = connect(host, port)
     scenarios = [
@@ -286,6 +323,7 @@ def run_scenarios(host, port):
         ("leaderboard", lambda: leaderboard(rc)),
         ("spread", lambda: spread(rc)),
         ("crossslot", lambda: crossslot(rc, host, port)),
+        ("transaction", lambda: transaction(rc)),
     ]
     for name, scenario in scenarios:
         started = time.monotonic()
