@@ -7,7 +7,7 @@
 //! and `SLOTRAFT_NODE_PATH`; `cargo xtask tools` prints them for a plain
 //! `cargo nextest run`. A missing variable fails the test, never skips it.
 //!
-//! Pending until slotraft serves them: MULTI/EXEC, EVAL/Lua scripts, Pub/Sub, and ASK
+//! Pending until slotraft serves them: EVAL/Lua scripts, Pub/Sub, and ASK
 //! redirects during slot migrations.
 
 use slotraft_tests::support::cluster::Cluster;
