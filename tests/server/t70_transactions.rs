@@ -130,6 +130,14 @@ fn watch_aborts_exec_when_a_key_changed_or_expired() {
     client.roundtrip(&["MULTI"], "+OK\r\n");
     client.roundtrip(&["SET", "lock", "again"], "+QUEUED\r\n");
     client.roundtrip(&["EXEC"], "*-1\r\n");
+    // FLUSHALL by another client changes every watched key.
+    client.roundtrip(&["SET", "kept", "v"], "+OK\r\n");
+    client.roundtrip(&["WATCH", "kept"], "+OK\r\n");
+    other.roundtrip(&["FLUSHALL"], "+OK\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["SET", "kept", "again"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*-1\r\n");
+    client.roundtrip(&["SET", "balance", "1"], "+OK\r\n");
     // RESP3 answers a null.
     client.command(&[b"HELLO", b"3"]);
     let _ = client.read_frame();
