@@ -73,7 +73,7 @@ async fn node_info(address: &str) -> anyhow::Result<NodeInfo> {
 }
 
 /// 40 random lowercase hex characters.
-fn random_name(rng: &mut keyspace::Rng) -> String {
+pub fn random_name(rng: &mut keyspace::Rng) -> String {
     (0..40)
         .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
         .collect()

@@ -72,9 +72,7 @@ impl Identity {
             // Keep ids within what every client and tool prints without loss.
             (rng.next_u64() >> 12).max(1)
         };
-        let name: String = (0..40)
-            .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
-            .collect();
+        let name = crate::admin::random_name(&mut rng);
         write_atomically(&path, format!("{id} {name}\n").as_bytes())?;
         Ok(Identity { id, name })
     }

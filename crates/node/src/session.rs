@@ -59,17 +59,14 @@ pub fn queue_in_multi(
         return InMulti::Answered(Frame::error("ERR WATCH inside MULTI is not allowed"));
     }
     if cluster {
-        if let Ok(Some(slot)) = keyspace::command_slot(spec, arguments) {
-            match transaction.slot {
-                Some(first) if first != slot => {
-                    transaction.failed = true;
-                    return InMulti::Answered(Frame::error(keyspace::slots::CROSSSLOT));
-                }
-                _ => transaction.slot = Some(slot),
+        match (keyspace::command_slot(spec, arguments), transaction.slot) {
+            (Ok(None), _) => {}
+            (Ok(Some(slot)), None) => transaction.slot = Some(slot),
+            (Ok(Some(slot)), Some(first)) if slot == first => {}
+            _ => {
+                transaction.failed = true;
+                return InMulti::Answered(Frame::error(keyspace::slots::CROSSSLOT));
             }
-        } else if keyspace::command_slot(spec, arguments).is_err() {
-            transaction.failed = true;
-            return InMulti::Answered(Frame::error(keyspace::slots::CROSSSLOT));
         }
     }
     transaction.queued.push((arguments.to_vec(), spec));

@@ -9,12 +9,13 @@
 //! iteration follows storage order, so every replica answers alike.
 
 use super::strings::long_double::LongDouble;
+use super::typed;
 use crate::args;
 use crate::command::{flags::*, key_flags::*, CommandSpec, Handler, KeySpec};
 use crate::glob::glob_match;
 use crate::hash::{HashValue, Pair};
 use crate::rng::Rng;
-use crate::value::{canonical_i64, Value};
+use crate::value::canonical_i64;
 use crate::{errors, Context, Keyspace};
 use bytes::Bytes;
 use resp::{Frame, Protocol};
@@ -252,47 +253,6 @@ const WITHVALUES_OUT_OF_RANGE: &str = "ERR value is out of range";
 
 // ---- Shared helpers ---------------------------------------------------------------
 
-fn hash_mut(value: &mut Value) -> Result<&mut HashValue, Frame> {
-    match value {
-        Value::Hash(hash) => Ok(hash),
-        _ => Err(Frame::error(errors::WRONGTYPE)),
-    }
-}
-
-/// The hash at `key` for a read command (`lookupKeyRead`: counts a hit or
-/// miss); `Ok(None)` when absent, WRONGTYPE for other types.
-fn read_hash<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut HashValue>, Frame> {
-    match keyspace.read(context, key) {
-        None => Ok(None),
-        Some(entry) => hash_mut(&mut entry.value).map(Some),
-    }
-}
-
-/// The hash at `key` for a write command (`lookupKeyWrite`).
-fn write_hash<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut HashValue>, Frame> {
-    match keyspace.lookup_write(context, key) {
-        None => Ok(None),
-        Some(entry) => hash_mut(&mut entry.value).map(Some),
-    }
-}
-
-/// Stores a new hash at `key` (absent: the caller looked it up for writing).
-fn create_hash(keyspace: &mut Keyspace, context: &Context, key: &[u8], hash: HashValue) {
-    debug_assert!(!hash.is_empty());
-    let access = keyspace.initial_access(context);
-    keyspace
-        .db(context.db)
-        .set(key, Value::Hash(hash), None, access);
-}
-
 /// Runs `change` on the hash at `key` for writing, or on a new empty hash that
 /// is stored only when `change` succeeds and leaves it non-empty (Redis's
 /// `hashTypeLookupWriteOrCreate`, without ever keeping an empty hash).
@@ -302,13 +262,13 @@ fn with_hash_for_write<T>(
     key: &[u8],
     change: impl FnOnce(&mut HashValue) -> Result<T, Frame>,
 ) -> Result<T, Frame> {
-    if let Some(hash) = write_hash(keyspace, context, key)? {
+    if let Some(hash) = typed::write::<HashValue>(keyspace, context, key)? {
         return change(hash);
     }
     let mut hash = HashValue::new();
     let outcome = change(&mut hash)?;
     if !hash.is_empty() {
-        create_hash(keyspace, context, key, hash);
+        typed::create(keyspace, context, key, hash);
     }
     Ok(outcome)
 }
@@ -455,7 +415,7 @@ fn hsetnx(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
 
 fn hdel(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     let key = &arguments[1];
-    let (deleted, emptied) = match write_hash(keyspace, context, key) {
+    let (deleted, emptied) = match typed::write::<HashValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(None) => return Frame::Integer(0),
         Ok(Some(hash)) => {
@@ -540,7 +500,7 @@ fn hincrbyfloat(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byt
 // ---- Reads --------------------------------------------------------------------------
 
 fn hget(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_hash(keyspace, context, &arguments[1]) {
+    match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => hash.get(&arguments[2]).map_or(Frame::Null, bulk),
         Ok(None) => Frame::Null,
         Err(error) => error,
@@ -549,7 +509,7 @@ fn hget(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 
 fn hmget(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     let fields = &arguments[2..];
-    match read_hash(keyspace, context, &arguments[1]) {
+    match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => Frame::Array(
             fields
                 .iter()
@@ -562,7 +522,7 @@ fn hmget(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
 }
 
 fn hexists(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_hash(keyspace, context, &arguments[1]) {
+    match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => Frame::Integer(hash.contains(&arguments[2]) as i64),
         Ok(None) => Frame::Integer(0),
         Err(error) => error,
@@ -570,7 +530,7 @@ fn hexists(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
 }
 
 fn hlen(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_hash(keyspace, context, &arguments[1]) {
+    match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => Frame::Integer(hash.len() as i64),
         Ok(None) => Frame::Integer(0),
         Err(error) => error,
@@ -578,7 +538,7 @@ fn hlen(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 }
 
 fn hstrlen(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_hash(keyspace, context, &arguments[1]) {
+    match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => Frame::Integer(hash.get(&arguments[2]).map_or(0, <[u8]>::len) as i64),
         Ok(None) => Frame::Integer(0),
         Err(error) => error,
@@ -586,7 +546,7 @@ fn hstrlen(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
 }
 
 fn hgetall(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_hash(keyspace, context, &arguments[1]) {
+    match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => Frame::Map(
             hash.pairs()
                 .iter()
@@ -604,7 +564,7 @@ fn hkeys_or_hvals(
     key: &[u8],
     pick: fn(&Pair) -> &[u8],
 ) -> Frame {
-    match read_hash(keyspace, context, key) {
+    match typed::read::<HashValue>(keyspace, context, key) {
         Ok(Some(hash)) => Frame::Array(hash.pairs().iter().map(|pair| bulk(pick(pair))).collect()),
         Ok(None) => Frame::Array(Vec::new()),
         Err(error) => error,
@@ -623,7 +583,7 @@ fn hscan(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
     let Some(cursor) = super::keys::parse_cursor(&arguments[2]) else {
         return Frame::error(errors::CURSOR_INVALID);
     };
-    let hash = match read_hash(keyspace, context, &arguments[1]) {
+    let hash = match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => hash,
         Ok(None) => return scan_reply(0, Vec::new()),
         Err(error) => return error,
@@ -661,7 +621,7 @@ fn push_random_field(items: &mut Vec<Frame>, pair: &Pair, with_values: bool, pro
 
 fn hrandfield(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     let Some(count_argument) = arguments.get(2) else {
-        return match read_hash(keyspace, context, &arguments[1]) {
+        return match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
             Ok(Some(hash)) => {
                 let position = context.rng.below(hash.len() as u64) as usize;
                 bulk(hash.pairs()[position].field())
@@ -684,7 +644,7 @@ fn hrandfield(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
         }
         Some(_) => return Frame::error(errors::SYNTAX),
     };
-    match read_hash(keyspace, context, &arguments[1]) {
+    match typed::read::<HashValue>(keyspace, context, &arguments[1]) {
         Ok(Some(hash)) => random_fields(hash, count, with_values, context),
         Ok(None) => Frame::Array(Vec::new()),
         Err(error) => error,

@@ -16,10 +16,11 @@
 //! records that key as ready.
 
 use super::strings::long_double::LongDouble;
+use super::typed;
 use crate::args;
 use crate::command::{flags::*, key_flags::*, CommandSpec, Handler, KeySpec};
 use crate::keyspace::BlockOn;
-use crate::value::{End, ListValue, Value};
+use crate::value::{End, ListValue};
 use crate::{errors, Context, Keyspace};
 use bytes::Bytes;
 use resp::Frame;
@@ -341,46 +342,6 @@ const MAXLEN_NEGATIVE: &str = "ERR MAXLEN can't be negative";
 
 // ---- Shared helpers ---------------------------------------------------------------
 
-fn list_mut(value: &mut Value) -> Result<&mut ListValue, Frame> {
-    match value {
-        Value::List(list) => Ok(list),
-        _ => Err(Frame::error(errors::WRONGTYPE)),
-    }
-}
-
-/// The list at `key` for a read command (`lookupKeyRead`: counts a hit or miss);
-/// `Ok(None)` when absent, WRONGTYPE for other types.
-fn read_list<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut ListValue>, Frame> {
-    match keyspace.read(context, key) {
-        None => Ok(None),
-        Some(entry) => list_mut(&mut entry.value).map(Some),
-    }
-}
-
-/// The list at `key` for a write command (`lookupKeyWrite`).
-fn write_list<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut ListValue>, Frame> {
-    match keyspace.lookup_write(context, key) {
-        None => Ok(None),
-        Some(entry) => list_mut(&mut entry.value).map(Some),
-    }
-}
-
-/// Stores a new list at `key` (absent: the caller looked it up for writing).
-fn create_list(keyspace: &mut Keyspace, context: &Context, key: &[u8], list: ListValue) {
-    let access = keyspace.initial_access(context);
-    keyspace
-        .db(context.db)
-        .set(key, Value::List(list), None, access);
-}
-
 /// After elements were removed: whether the list is now empty (the caller
 /// deletes it), else the shrinking encoding check.
 fn settle(list: &mut ListValue) -> bool {
@@ -515,14 +476,14 @@ fn push_generic(
         }
         list.len()
     };
-    let length = match write_list(keyspace, context, key) {
+    let length = match typed::write::<ListValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(Some(list)) => push_all(list),
         Ok(None) if only_if_exists => return Frame::Integer(0),
         Ok(None) => {
             let mut list = ListValue::new();
             let length = push_all(&mut list);
-            create_list(keyspace, context, key, list);
+            typed::create(keyspace, context, key, list);
             length
         }
     };
@@ -573,7 +534,7 @@ fn pop_generic(
         None => None,
     };
     let key = &arguments[1];
-    let (reply, removed, emptied) = match write_list(keyspace, context, key) {
+    let (reply, removed, emptied) = match typed::write::<ListValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(None) if count.is_some() => return Frame::NullArray,
         Ok(None) => return Frame::Null,
@@ -612,7 +573,7 @@ fn pop_first_of(
     end: End,
 ) -> Result<Option<Frame>, Frame> {
     for key in keys {
-        let (element, emptied) = match write_list(keyspace, context, key)? {
+        let (element, emptied) = match typed::write::<ListValue>(keyspace, context, key)? {
             None => continue,
             Some(list) => match list.pop(end) {
                 Some(element) => (element, settle(list)),
@@ -638,7 +599,7 @@ fn pop_many_of_first(
     count: usize,
 ) -> Result<Option<Frame>, Frame> {
     for key in keys {
-        let (popped, emptied) = match write_list(keyspace, context, key)? {
+        let (popped, emptied) = match typed::write::<ListValue>(keyspace, context, key)? {
             None => continue,
             Some(list) if list.is_empty() => continue,
             Some(list) => {
@@ -764,7 +725,7 @@ fn move_generic(
     destination: &[u8],
     (from, to): (End, End),
 ) -> Frame {
-    match write_list(keyspace, context, source) {
+    match typed::write::<ListValue>(keyspace, context, source) {
         Err(error) => return error,
         Ok(None) => return Frame::Null,
         Ok(Some(list)) if list.is_empty() => return Frame::Null,
@@ -773,11 +734,11 @@ fn move_generic(
     if source == destination {
         return rotate(keyspace, context, source, (from, to));
     }
-    let destination_exists = match write_list(keyspace, context, destination) {
+    let destination_exists = match typed::write::<ListValue>(keyspace, context, destination) {
         Err(error) => return error,
         Ok(found) => found.is_some(),
     };
-    let Ok(Some(list)) = write_list(keyspace, context, source) else {
+    let Ok(Some(list)) = typed::write::<ListValue>(keyspace, context, source) else {
         return Frame::Null;
     };
     let Some(element) = list.pop(from) else {
@@ -790,13 +751,13 @@ fn move_generic(
         list.push_element(to, element);
     };
     if destination_exists {
-        if let Ok(Some(list)) = write_list(keyspace, context, destination) {
+        if let Ok(Some(list)) = typed::write::<ListValue>(keyspace, context, destination) {
             place(list);
         }
     } else {
         let mut list = ListValue::new();
         place(&mut list);
-        create_list(keyspace, context, destination, list);
+        typed::create(keyspace, context, destination, list);
     }
     keyspace.signal_ready(context.db, destination);
     finish_removal(keyspace, context, source, 1, emptied);
@@ -811,7 +772,7 @@ fn rotate(
     key: &[u8],
     (from, to): (End, End),
 ) -> Frame {
-    let Ok(Some(list)) = write_list(keyspace, context, key) else {
+    let Ok(Some(list)) = typed::write::<ListValue>(keyspace, context, key) else {
         return Frame::Null;
     };
     let Some(element) = list.pop(from) else {
@@ -850,7 +811,7 @@ fn blocking_move(
     timeout_ms: u64,
 ) -> Frame {
     let source = &arguments[1];
-    match write_list(keyspace, context, source) {
+    match typed::write::<ListValue>(keyspace, context, source) {
         Err(error) => error,
         Ok(None) => {
             block_on(context, std::slice::from_ref(source), timeout_ms);
@@ -887,7 +848,7 @@ fn brpoplpush(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
 // ---- Reads --------------------------------------------------------------------------
 
 fn llen(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_list(keyspace, context, &arguments[1]) {
+    match typed::read::<ListValue>(keyspace, context, &arguments[1]) {
         Ok(Some(list)) => Frame::Integer(list.len() as i64),
         Ok(None) => Frame::Integer(0),
         Err(error) => error,
@@ -902,7 +863,7 @@ fn lrange(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
         (Ok(start), Ok(stop)) => (start, stop),
         (Err(error), _) | (_, Err(error)) => return error,
     };
-    let list = match read_list(keyspace, context, &arguments[1]) {
+    let list = match typed::read::<ListValue>(keyspace, context, &arguments[1]) {
         Ok(Some(list)) => list,
         Ok(None) => return Frame::Array(Vec::new()),
         Err(error) => return error,
@@ -935,7 +896,7 @@ fn shared_bulks<'a>(elements: impl Iterator<Item = &'a [u8]>) -> Vec<Frame> {
 
 fn lindex(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     // As Redis: the key is looked up before the index is parsed.
-    let list = match read_list(keyspace, context, &arguments[1]) {
+    let list = match typed::read::<ListValue>(keyspace, context, &arguments[1]) {
         Ok(Some(list)) => list,
         Ok(None) => return Frame::Null,
         Err(error) => return error,
@@ -1035,7 +996,7 @@ fn lpos(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
         Ok(query) => query,
         Err(error) => return error,
     };
-    let list = match read_list(keyspace, context, &arguments[1]) {
+    let list = match typed::read::<ListValue>(keyspace, context, &arguments[1]) {
         Ok(Some(list)) => list,
         Ok(None) if query.count.is_some() => return Frame::Array(Vec::new()),
         Ok(None) => return Frame::Null,
@@ -1058,7 +1019,7 @@ fn lpos(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 // ---- In-place edits -------------------------------------------------------------------
 
 fn lset(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    let list = match write_list(keyspace, context, &arguments[1]) {
+    let list = match typed::write::<ListValue>(keyspace, context, &arguments[1]) {
         Ok(Some(list)) => list,
         Ok(None) => return Frame::error(errors::NO_SUCH_KEY),
         Err(error) => return error,
@@ -1096,7 +1057,7 @@ fn linsert(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
     };
     let key = &arguments[1];
     let (pivot, element) = (&arguments[3], &arguments[4]);
-    let list = match write_list(keyspace, context, key) {
+    let list = match typed::write::<ListValue>(keyspace, context, key) {
         Ok(Some(list)) => list,
         Ok(None) => return Frame::Integer(0),
         Err(error) => return error,
@@ -1121,7 +1082,7 @@ fn lrem(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
     let key = &arguments[1];
     let from = if count < 0 { End::Tail } else { End::Head };
     let limit = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-    let (removed, emptied) = match write_list(keyspace, context, key) {
+    let (removed, emptied) = match typed::write::<ListValue>(keyspace, context, key) {
         Ok(Some(list)) => {
             let removed = list.remove_matching(&arguments[3], limit, from);
             if removed == 0 {
@@ -1145,7 +1106,7 @@ fn ltrim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
         (Err(error), _) | (_, Err(error)) => return error,
     };
     let key = &arguments[1];
-    let (removed, emptied) = match write_list(keyspace, context, key) {
+    let (removed, emptied) = match typed::write::<ListValue>(keyspace, context, key) {
         Ok(Some(list)) => {
             let length = list.len();
             let (head, tail) = match resolve_range(start, stop, length) {

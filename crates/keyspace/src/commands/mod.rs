@@ -10,6 +10,7 @@ pub mod server;
 pub mod sets;
 pub mod sort;
 pub mod strings;
+mod typed;
 pub mod zsets;
 
 use crate::command::CommandSpec;

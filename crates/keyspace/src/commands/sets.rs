@@ -16,6 +16,7 @@ use super::hashes::{
     parse_random_count, parse_scan_options, sample_positions, scan_reply, MAX_RANDOM_PICKS,
     SCAN_COMPLEXITY,
 };
+use super::typed;
 use crate::command::{flags::*, key_flags::*, CommandSpec, Handler, KeySpec};
 use crate::glob::glob_match;
 use crate::set::{SetEncoding, SetValue};
@@ -284,46 +285,6 @@ const SPOP_REBUILD_FACTOR: usize = 5;
 
 // ---- Shared helpers ---------------------------------------------------------------
 
-fn set_mut(value: &mut Value) -> Result<&mut SetValue, Frame> {
-    match value {
-        Value::Set(set) => Ok(set),
-        _ => Err(Frame::error(errors::WRONGTYPE)),
-    }
-}
-
-/// The set at `key` for a read command (`lookupKeyRead`).
-fn read_set<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut SetValue>, Frame> {
-    match keyspace.read(context, key) {
-        None => Ok(None),
-        Some(entry) => set_mut(&mut entry.value).map(Some),
-    }
-}
-
-/// The set at `key` for a write command (`lookupKeyWrite`).
-fn write_set<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut SetValue>, Frame> {
-    match keyspace.lookup_write(context, key) {
-        None => Ok(None),
-        Some(entry) => set_mut(&mut entry.value).map(Some),
-    }
-}
-
-/// Stores a new set at `key` (absent: the caller looked it up for writing).
-fn create_set(keyspace: &mut Keyspace, context: &Context, key: &[u8], set: SetValue) {
-    debug_assert!(!set.is_empty());
-    let access = keyspace.initial_access(context);
-    keyspace
-        .db(context.db)
-        .set(key, Value::Set(set), None, access);
-}
-
 /// Looks every key up as a read (hits, misses, lazy expiry), failing with
 /// WRONGTYPE when one holds another type, then hands out the sets (None for
 /// absent keys), in the keys' order.
@@ -384,7 +345,7 @@ fn sadd(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
     let key = &arguments[1];
     let members = &arguments[2..];
     let add_all = |set: &mut SetValue| members.iter().filter(|member| set.add(member)).count();
-    let added = match write_set(keyspace, context, key) {
+    let added = match typed::write::<SetValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(Some(set)) => {
             set.prepare_for(members.len());
@@ -393,7 +354,7 @@ fn sadd(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
         Ok(None) => {
             let mut set = SetValue::create(&members[0], members.len());
             let added = add_all(&mut set);
-            create_set(keyspace, context, key, set);
+            typed::create(keyspace, context, key, set);
             added
         }
     };
@@ -403,7 +364,7 @@ fn sadd(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 
 fn srem(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     let key = &arguments[1];
-    let (deleted, emptied) = match write_set(keyspace, context, key) {
+    let (deleted, emptied) = match typed::write::<SetValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(None) => return Frame::Integer(0),
         Ok(Some(set)) => {
@@ -438,13 +399,13 @@ fn smove(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
         _ => {}
     }
     if source == destination {
-        return match write_set(keyspace, context, source) {
+        return match typed::write::<SetValue>(keyspace, context, source) {
             Ok(Some(set)) => Frame::Integer(set.contains(member) as i64),
             Ok(None) => Frame::Integer(0),
             Err(error) => error,
         };
     }
-    let emptied = match write_set(keyspace, context, source) {
+    let emptied = match typed::write::<SetValue>(keyspace, context, source) {
         Ok(Some(set)) => {
             if !set.remove(member) {
                 return Frame::Integer(0);
@@ -458,12 +419,12 @@ fn smove(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
         keyspace.db(context.db).remove(source);
     }
     keyspace.stats.dirty += 1;
-    let added = match write_set(keyspace, context, destination) {
+    let added = match typed::write::<SetValue>(keyspace, context, destination) {
         Ok(Some(set)) => set.add(member),
         Ok(None) => {
             let mut set = SetValue::create(member, 1);
             set.add(member);
-            create_set(keyspace, context, destination, set);
+            typed::create(keyspace, context, destination, set);
             true
         }
         Err(error) => return error,
@@ -477,7 +438,7 @@ fn smove(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
 // ---- Single-set reads ------------------------------------------------------------
 
 fn sismember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_set(keyspace, context, &arguments[1]) {
+    match typed::read::<SetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(set)) => Frame::Integer(set.contains(&arguments[2]) as i64),
         Ok(None) => Frame::Integer(0),
         Err(error) => error,
@@ -486,7 +447,7 @@ fn sismember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]
 
 fn smismember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     let members = &arguments[2..];
-    match read_set(keyspace, context, &arguments[1]) {
+    match typed::read::<SetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(set)) => Frame::Array(
             members
                 .iter()
@@ -499,7 +460,7 @@ fn smismember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
 }
 
 fn scard(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_set(keyspace, context, &arguments[1]) {
+    match typed::read::<SetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(set)) => Frame::Integer(set.len() as i64),
         Ok(None) => Frame::Integer(0),
         Err(error) => error,
@@ -507,7 +468,7 @@ fn scard(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
 }
 
 fn smembers(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_set(keyspace, context, &arguments[1]) {
+    match typed::read::<SetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(set)) => set_reply(set),
         Ok(None) => Frame::Set(Vec::new()),
         Err(error) => error,
@@ -518,7 +479,7 @@ fn sscan(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
     let Some(cursor) = super::keys::parse_cursor(&arguments[2]) else {
         return Frame::error(errors::CURSOR_INVALID);
     };
-    let set = match read_set(keyspace, context, &arguments[1]) {
+    let set = match typed::read::<SetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(set)) => set,
         Ok(None) => return scan_reply(0, Vec::new()),
         Err(error) => return error,
@@ -549,7 +510,7 @@ fn spop(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
         return spop_with_count(keyspace, context, arguments);
     }
     let key = &arguments[1];
-    let (member, emptied) = match write_set(keyspace, context, key) {
+    let (member, emptied) = match typed::write::<SetValue>(keyspace, context, key) {
         Ok(Some(set)) => {
             let position = context.rng.below(set.len() as u64) as usize;
             let member = set.remove_at(position);
@@ -572,7 +533,7 @@ fn spop_with_count(keyspace: &mut Keyspace, context: &mut Context, arguments: &[
         Err(error) => return error,
     };
     let key = &arguments[1];
-    let set = match write_set(keyspace, context, key) {
+    let set = match typed::write::<SetValue>(keyspace, context, key) {
         Ok(Some(set)) => set,
         Ok(None) => return Frame::Set(Vec::new()),
         Err(error) => return error,
@@ -633,7 +594,7 @@ fn srandmember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byte
         return Frame::error(errors::SYNTAX);
     }
     let Some(count_argument) = arguments.get(2) else {
-        return match read_set(keyspace, context, &arguments[1]) {
+        return match typed::read::<SetValue>(keyspace, context, &arguments[1]) {
             Ok(Some(set)) => {
                 let position = context.rng.below(set.len() as u64) as usize;
                 bulk(&set.member(position))
@@ -646,7 +607,7 @@ fn srandmember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byte
         Ok(count) => count,
         Err(error) => return error,
     };
-    let set = match read_set(keyspace, context, &arguments[1]) {
+    let set = match typed::read::<SetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(set)) => set,
         Ok(None) => return Frame::Array(Vec::new()),
         Err(error) => return error,

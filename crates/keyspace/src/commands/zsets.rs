@@ -21,6 +21,7 @@
 
 use super::keys::parse_cursor;
 use super::lists::{block_on, parse_timeout};
+use super::typed;
 use crate::args;
 use crate::command::{flags::*, key_flags::*, CommandSpec, Handler, KeySpec};
 use crate::glob::glob_match;
@@ -511,38 +512,6 @@ pub const MAX_RANDOM_MEMBERS: u64 = 1 << 20;
 
 // ---- Shared helpers ---------------------------------------------------------------
 
-fn zset_mut(value: &mut Value) -> Result<&mut ZSetValue, Frame> {
-    match value {
-        Value::ZSet(zset) => Ok(zset),
-        _ => Err(Frame::error(errors::WRONGTYPE)),
-    }
-}
-
-/// The sorted set at `key` for a read command (counts a hit or miss);
-/// `Ok(None)` when absent, WRONGTYPE for other types.
-fn read_zset<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut ZSetValue>, Frame> {
-    match keyspace.read(context, key) {
-        None => Ok(None),
-        Some(entry) => zset_mut(&mut entry.value).map(Some),
-    }
-}
-
-/// The sorted set at `key` for a write command.
-fn write_zset<'a>(
-    keyspace: &'a mut Keyspace,
-    context: &mut Context,
-    key: &[u8],
-) -> Result<Option<&'a mut ZSetValue>, Frame> {
-    match keyspace.lookup_write(context, key) {
-        None => Ok(None),
-        Some(entry) => zset_mut(&mut entry.value).map(Some),
-    }
-}
-
 /// Accounts for `removed` members taken from the set at `key`, deleting the
 /// key when `emptied`.
 fn finish_removal(
@@ -974,7 +943,7 @@ fn zadd_generic(
         }
     }
     let key = &arguments[1];
-    let created = match write_zset(keyspace, context, key) {
+    let created = match typed::write::<ZSetValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(Some(zset)) => {
             zset.maybe_convert(pair_count);
@@ -992,7 +961,7 @@ fn zadd_generic(
             true
         }
     };
-    let Ok(Some(zset)) = write_zset(keyspace, context, key) else {
+    let Ok(Some(zset)) = typed::write::<ZSetValue>(keyspace, context, key) else {
         return Frame::error(errors::WRONGTYPE);
     };
     let (mut added, mut updated, mut processed) = (0usize, 0usize, 0usize);
@@ -1051,7 +1020,7 @@ fn zincrby(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
 
 fn zrem(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     let key = &arguments[1];
-    let (removed, emptied) = match write_zset(keyspace, context, key) {
+    let (removed, emptied) = match typed::write::<ZSetValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(None) => return Frame::Integer(0),
         Ok(Some(zset)) => {
@@ -1072,7 +1041,7 @@ fn zrem(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
 }
 
 fn zcard(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_zset(keyspace, context, &arguments[1]) {
+    match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(zset)) => Frame::Integer(zset.len() as i64),
         Ok(None) => Frame::Integer(0),
         Err(error) => error,
@@ -1080,7 +1049,7 @@ fn zcard(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
 }
 
 fn zscore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    match read_zset(keyspace, context, &arguments[1]) {
+    match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(zset)) => zset.score(&arguments[2]).map_or(Frame::Null, score_frame),
         Ok(None) => Frame::Null,
         Err(error) => error,
@@ -1088,7 +1057,7 @@ fn zscore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
 }
 
 fn zmscore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
-    let zset = match read_zset(keyspace, context, &arguments[1]) {
+    let zset = match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
         Ok(zset) => zset,
         Err(error) => return error,
     };
@@ -1127,7 +1096,7 @@ fn rank_generic(
     } else {
         Frame::Null
     };
-    let zset = match read_zset(keyspace, context, &arguments[1]) {
+    let zset = match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(zset)) => zset,
         Ok(None) => return missing,
         Err(error) => return error,
@@ -1237,7 +1206,7 @@ fn range_generic(
         },
     };
     let protocol = context.protocol;
-    let zset = match read_zset(keyspace, context, &arguments[source_index]) {
+    let zset = match typed::read::<ZSetValue>(keyspace, context, &arguments[source_index]) {
         Err(error) => return error,
         Ok(zset) => zset,
     };
@@ -1350,7 +1319,7 @@ fn count_generic(
         Ok(selector) => selector,
         Err(error) => return error,
     };
-    match read_zset(keyspace, context, &arguments[1]) {
+    match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(zset)) => {
             let (first, end) = covered_ranks(zset, &selector);
             Frame::Integer((end - first) as i64)
@@ -1383,7 +1352,7 @@ fn remove_range_generic(
         Err(error) => return error,
     };
     let key = &arguments[1];
-    let (removed, emptied) = match write_zset(keyspace, context, key) {
+    let (removed, emptied) = match typed::write::<ZSetValue>(keyspace, context, key) {
         Err(error) => return error,
         Ok(None) => return Frame::Integer(0),
         Ok(Some(zset)) => {
@@ -1437,7 +1406,7 @@ fn pop_first_of(
     count: usize,
 ) -> Result<Option<(Bytes, Vec<(Bytes, f64)>)>, Frame> {
     for key in keys {
-        let (popped, emptied) = match write_zset(keyspace, context, key)? {
+        let (popped, emptied) = match typed::write::<ZSetValue>(keyspace, context, key)? {
             None => continue,
             Some(zset) => {
                 let mut popped = Vec::new();
@@ -1478,7 +1447,7 @@ fn pop_generic(
     let nested = count.is_some() && context.protocol != Protocol::Resp2;
     if count == Some(0) {
         // Still checks the type, as Redis does before looking at the count.
-        return match write_zset(keyspace, context, &arguments[1]) {
+        return match typed::write::<ZSetValue>(keyspace, context, &arguments[1]) {
             Err(error) => error,
             Ok(_) => Frame::Array(Vec::new()),
         };
@@ -2012,7 +1981,7 @@ fn zdiffstore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
 
 fn zrandmember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     let Some(count_argument) = arguments.get(2) else {
-        return match read_zset(keyspace, context, &arguments[1]) {
+        return match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
             Ok(Some(zset)) => zset
                 .random(&mut context.rng)
                 .map_or(Frame::Null, |entry| Frame::bulk_from_slice(entry.member())),
@@ -2037,7 +2006,7 @@ fn zrandmember(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byte
     if count < 0 && count.unsigned_abs() > MAX_RANDOM_MEMBERS {
         return Frame::error(OUT_OF_RANGE);
     }
-    let zset = match read_zset(keyspace, context, &arguments[1]) {
+    let zset = match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(zset)) => zset,
         Ok(None) => return Frame::Array(Vec::new()),
         Err(error) => return error,
@@ -2103,7 +2072,7 @@ fn zscan(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
             Frame::Array(Vec::new()),
         ])
     };
-    let zset = match read_zset(keyspace, context, &arguments[1]) {
+    let zset = match typed::read::<ZSetValue>(keyspace, context, &arguments[1]) {
         Ok(Some(zset)) => zset,
         Ok(None) => return empty(),
         Err(error) => return error,
