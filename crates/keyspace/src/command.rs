@@ -41,6 +41,10 @@ pub mod flags {
     pub const ALLOW_BUSY: u64 = 1 << 18;
     pub const SENTINEL: u64 = 1 << 19;
     pub const PROTECTED: u64 = 1 << 20;
+    /// Not a Redis flag (COMMAND INFO does not show it): the command changes
+    /// replicated state though Redis does not call it a write (EVAL, FCALL,
+    /// SCRIPT LOAD, SCRIPT FLUSH), so it runs through the log.
+    pub const LOGGED: u64 = 1 << 40;
 
     /// Names in the order Redis lists them.
     pub const NAMES: &[(u64, &str)] = &[
@@ -251,6 +255,12 @@ impl CommandSpec {
 
     pub fn is_write(&self) -> bool {
         self.flags & flags::WRITE != 0
+    }
+
+    /// Whether the command may change replicated state, and so runs through
+    /// the log: a write, or a [`flags::LOGGED`] command.
+    pub fn through_log(&self) -> bool {
+        self.flags & (flags::WRITE | flags::LOGGED) != 0
     }
 
     pub fn has(&self, flag: u64) -> bool {

@@ -44,7 +44,29 @@ pub fn digest(keyspace: &Keyspace, now_ms: u64) -> String {
             *slot ^= byte;
         }
     }
+    if !keyspace.scripts.is_empty() {
+        material.clear();
+        scripts_material(&mut material, keyspace);
+        for (slot, byte) in total.iter_mut().zip(key_hash(&material)) {
+            *slot ^= byte;
+        }
+    }
     to_hex(&total)
+}
+
+/// What cached scripts and function libraries contribute: starts with a
+/// database index no database (nor the slot states) has, `u64::MAX - 1`.
+fn scripts_material(out: &mut Vec<u8>, keyspace: &Keyspace) {
+    out.extend_from_slice(&(u64::MAX - 1).to_le_bytes());
+    for map in [&keyspace.scripts.scripts, &keyspace.scripts.libraries] {
+        out.extend_from_slice(&(map.len() as u64).to_le_bytes());
+        for (name, code) in map {
+            for part in [name, code] {
+                out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+                out.extend_from_slice(part);
+            }
+        }
+    }
 }
 
 /// What the slot states contribute to the digest. It starts with a database

@@ -20,6 +20,7 @@ pub mod indexed;
 mod keyspace;
 pub mod list;
 pub mod rng;
+pub mod scripts;
 pub mod set;
 pub mod slot_index;
 pub mod slots;
@@ -31,8 +32,11 @@ pub mod zset;
 
 pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
-pub use keyspace::{BlockOn, Context, Keyspace, KeyspaceConfig, SlotState, Stats};
+pub use keyspace::{
+    BlockOn, Context, Keyspace, KeyspaceConfig, SlotState, Stats, DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
+};
 pub use rng::Rng;
+pub use scripts::{ScriptActivity, ScriptEngine, ScriptEngineFactory, ScriptStore, ScriptingSetup};
 pub use slots::{command_slot, SlotError};
 pub use value::{HashValue, ListValue, SetValue, StringValue, Value, ZSetValue};
 
@@ -66,7 +70,7 @@ impl Keyspace {
         match spec.handler {
             // A write runs through the log with the entry's time on every replica
             // alike, so it may always reclaim the expired keys it meets.
-            Handler::Keyspace(run) if spec.is_write() && !context.lazy_expire => {
+            Handler::Keyspace(run) if spec.through_log() && !context.lazy_expire => {
                 context.lazy_expire = true;
                 let reply = run(self, context, arguments);
                 context.lazy_expire = false;
@@ -86,7 +90,7 @@ impl Keyspace {
             // A keyless write (FLUSHALL, FLUSHDB) would reach into a frozen
             // slot whose copy is already taken: refused while one is frozen.
             Ok(None) => {
-                return spec.is_write()
+                return spec.through_log()
                     && self
                         .slot_states()
                         .values()
@@ -96,7 +100,7 @@ impl Keyspace {
         };
         match self.slot_state(slot) {
             None => false,
-            Some(SlotState::Frozen) => spec.is_write(),
+            Some(SlotState::Frozen) => spec.through_log(),
             Some(SlotState::Gone) => true,
         }
     }

@@ -6,12 +6,18 @@
 //! version                             u32 LE (2; 1 is still read)
 //! flags                               u8, version 2 only (bit 0: the databases
 //!                                     keep a per-slot key index; bit 1: slot
-//!                                     states follow; other bits 0)
+//!                                     states follow; bit 2: scripts follow;
+//!                                     other bits 0)
 //! slot states, only with flag bit 1:
 //!     state count                     varint (1 to 16384)
 //!     per state, in slot order:
 //!         slot                        u16 LE (below 16384, strictly increasing)
 //!         state                       u8 (1 frozen, 2 gone)
+//! scripts, only with flag bit 2:
+//!     script count                    varint
+//!     per script, in SHA1 order:      SHA1 hex, body (each varint length + bytes)
+//!     library count                   varint
+//!     per library, in name order:     name, code (each varint length + bytes)
 //! database count                      varint (at least 1)
 //! per database, in index order:
 //!     db index                        varint (0, 1, 2, ... in sequence)
@@ -62,7 +68,8 @@ use crate::db::{Db, DbLayout};
 use crate::dump::{self, crc64};
 use crate::set::SetEncoding;
 use crate::value::{StringValue, Value, EMBSTR_MAX_BYTES};
-use crate::{Keyspace, KeyspaceConfig, SlotState};
+use crate::{Keyspace, KeyspaceConfig, ScriptStore, SlotState};
+use bytes::Bytes;
 use cluster::SLOTS;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -85,6 +92,11 @@ const FLAG_SLOT_INDEX: u8 = 1 << 0;
 /// state, so a keyspace without any writes the same bytes as before states
 /// existed (and a reader that predates them refuses a snapshot that has some).
 const FLAG_SLOT_STATES: u8 = 1 << 1;
+/// Flags byte: cached scripts and function libraries follow the slot states.
+/// Written only when there are any, so other snapshots keep their bytes.
+const FLAG_SCRIPTS: u8 = 1 << 2;
+/// Most bytes of one script body or library's code in a snapshot.
+const MAX_SCRIPT_BYTES: u64 = 1 << 32;
 
 /// The byte of each slot state.
 const STATE_FROZEN: u8 = 1;
@@ -184,6 +196,9 @@ pub fn write_snapshot(keyspace: &Keyspace, out: &mut impl Write) -> io::Result<(
     if !slot_states.is_empty() {
         flags |= FLAG_SLOT_STATES;
     }
+    if !keyspace.scripts.is_empty() {
+        flags |= FLAG_SCRIPTS;
+    }
     writer.put(&[flags])?;
     if !slot_states.is_empty() {
         writer.varint(slot_states.len() as u64)?;
@@ -194,6 +209,17 @@ pub fn write_snapshot(keyspace: &Keyspace, out: &mut impl Write) -> io::Result<(
             };
             writer.put(&slot.to_le_bytes())?;
             writer.put(&[byte])?;
+        }
+    }
+    if !keyspace.scripts.is_empty() {
+        for map in [&keyspace.scripts.scripts, &keyspace.scripts.libraries] {
+            writer.varint(map.len() as u64)?;
+            for (name, code) in map {
+                for part in [name, code] {
+                    writer.varint(part.len() as u64)?;
+                    writer.put(part)?;
+                }
+            }
         }
     }
     writer.varint(keyspace.dbs().len() as u64)?;
@@ -401,13 +427,18 @@ pub fn read_snapshot(
     } else {
         0
     };
-    if flags & !(FLAG_SLOT_INDEX | FLAG_SLOT_STATES) != 0 {
+    if flags & !(FLAG_SLOT_INDEX | FLAG_SLOT_STATES | FLAG_SCRIPTS) != 0 {
         return Err(corrupt(format!("unknown flags {flags:#04x}")));
     }
     let slot_states = if flags & FLAG_SLOT_STATES != 0 {
         read_slot_states(&mut reader)?
     } else {
         BTreeMap::new()
+    };
+    let scripts = if flags & FLAG_SCRIPTS != 0 {
+        read_scripts(&mut reader)?
+    } else {
+        ScriptStore::default()
     };
     let database_count = reader.varint("database count")?;
     if database_count == 0 || database_count > MAX_DATABASES {
@@ -485,7 +516,38 @@ pub fn read_snapshot(
     if !reader.at_end()? {
         return Err(corrupt("trailing bytes after the checksum"));
     }
-    Ok(Keyspace::from_parts(dbs, slot_states, config))
+    let mut keyspace = Keyspace::from_parts(dbs, slot_states, config);
+    keyspace.scripts = scripts;
+    Ok(keyspace)
+}
+
+/// The scripts section (present only with [`FLAG_SCRIPTS`]): cached script
+/// bodies, then function libraries, each map in strictly increasing name order.
+fn read_scripts<R: Read>(reader: &mut SnapshotReader<'_, R>) -> Result<ScriptStore, SnapshotError> {
+    let mut store = ScriptStore::default();
+    for (map, what) in [
+        (&mut store.scripts, "script"),
+        (&mut store.libraries, "library"),
+    ] {
+        let count = reader.varint(what)?;
+        for _ in 0..count {
+            let mut parts = [Vec::new(), Vec::new()];
+            for part in &mut parts {
+                let length = reader.varint(what)?;
+                if length > MAX_SCRIPT_BYTES {
+                    return Err(corrupt(format!("{what} of {length} bytes")));
+                }
+                reader.bytes(part, length, what)?;
+            }
+            let [name, code] = parts;
+            let name = Bytes::from(name);
+            if map.keys().next_back().is_some_and(|last| *last >= name) {
+                return Err(corrupt(format!("{what} names out of order")));
+            }
+            map.insert(name, Bytes::from(code));
+        }
+    }
+    Ok(store)
 }
 
 /// The slot states section (present only with [`FLAG_SLOT_STATES`]): a count of

@@ -40,7 +40,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "blmove",
         arity: 6,
-        flags: WRITE | DENYOOM | BLOCKING,
+        flags: WRITE | DENYOOM | NOSCRIPT | BLOCKING,
         key_specs: &[POPPED, DESTINATION],
         categories: &["write", "list", "slow", "blocking"],
         group: "list",
@@ -53,7 +53,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "blmpop",
         arity: -5,
-        flags: WRITE | BLOCKING,
+        flags: WRITE | NOSCRIPT | BLOCKING,
         key_specs: &[KeySpec::counted(2, RW | ACCESS | DELETE)],
         categories: &["write", "list", "slow", "blocking"],
         group: "list",
@@ -66,7 +66,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "blpop",
         arity: -3,
-        flags: WRITE | BLOCKING,
+        flags: WRITE | NOSCRIPT | BLOCKING,
         key_specs: &[KeySpec::range(1, -2, 1, RW | ACCESS | DELETE)],
         categories: &["write", "list", "slow", "blocking"],
         group: "list",
@@ -79,7 +79,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "brpop",
         arity: -3,
-        flags: WRITE | BLOCKING,
+        flags: WRITE | NOSCRIPT | BLOCKING,
         key_specs: &[KeySpec::range(1, -2, 1, RW | ACCESS | DELETE)],
         categories: &["write", "list", "slow", "blocking"],
         group: "list",
@@ -92,7 +92,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "brpoplpush",
         arity: 4,
-        flags: WRITE | DENYOOM | BLOCKING,
+        flags: WRITE | DENYOOM | NOSCRIPT | BLOCKING,
         key_specs: &[POPPED, DESTINATION],
         categories: &["write", "list", "slow", "blocking"],
         group: "list",

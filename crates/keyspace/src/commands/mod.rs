@@ -6,6 +6,7 @@ pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
+pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
@@ -29,6 +30,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hyperloglog::COMMANDS,
     keys::COMMANDS,
     sort::COMMANDS,
+    scripting::COMMANDS,
     server::COMMANDS,
     cluster::COMMANDS,
 ];

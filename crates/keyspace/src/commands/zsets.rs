@@ -91,7 +91,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     row(
         "bzmpop",
         -5,
-        WRITE | BLOCKING,
+        WRITE | NOSCRIPT | BLOCKING,
         &[KeySpec::counted(2, RW | ACCESS | DELETE)],
         &["write", "sortedset", "slow", "blocking"],
         "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
@@ -102,7 +102,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     row(
         "bzpopmax",
         -3,
-        WRITE | FAST | BLOCKING,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
         &[KeySpec::range(1, -2, 1, RW | ACCESS | DELETE)],
         &["write", "sortedset", "fast", "blocking"],
         "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.",
@@ -113,7 +113,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     row(
         "bzpopmin",
         -3,
-        WRITE | FAST | BLOCKING,
+        WRITE | NOSCRIPT | FAST | BLOCKING,
         &[KeySpec::range(1, -2, 1, RW | ACCESS | DELETE)],
         &["write", "sortedset", "fast", "blocking"],
         "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
