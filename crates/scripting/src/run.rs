@@ -1,0 +1,413 @@
+//! One run of a script or function: KEYS and ARGV, the `redis.call` bridge
+//! into the keyspace, the instruction budget, and Redis's error replies.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use keyspace::command::{flags, Handler};
+use keyspace::{Context, Keyspace, Rng};
+use mlua::{Function, Lua, MultiValue, Value};
+use resp::{Frame, Protocol};
+
+use crate::convert::{error_bytes, frame_to_lua, lua_to_frame};
+use crate::redis_lib::{error_text, number_argument};
+use crate::sandbox::{self, RunControl, Sandbox, STOP_BUDGET, STOP_KILLED, STOP_NONE};
+
+pub const BUDGET_EXCEEDED: &str =
+    "ERR Script exceeded its instruction budget (lua-instruction-limit) and was stopped";
+pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+
+/// What one run is allowed to do.
+pub struct RunOptions<'a> {
+    /// Named in error replies: the script's SHA1 or the function's name.
+    pub name: &'a str,
+    /// EVAL_RO, FCALL_RO, or a `no-writes` script: writes are refused.
+    pub read_only: bool,
+    /// Functions get KEYS and ARGV as arguments, scripts as globals.
+    pub as_function: bool,
+}
+
+/// Runs `function` against the keyspace. `keys` and `argv` are the command's.
+pub fn run(
+    sandbox: &Sandbox,
+    keyspace: &mut Keyspace,
+    context: &mut Context,
+    function: &Function,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    options: &RunOptions<'_>,
+) -> Frame {
+    let lua = &sandbox.lua;
+    let control = &sandbox.control;
+    // Effects of a run applied from the log happen on every replica: such a
+    // run is never killed. Other runs may be, until they write.
+    let killable = !keyspace.config.replicated || !context.lazy_expire;
+    control.activity.start(killable);
+    control.resp.store(2, Ordering::SeqCst);
+    *control.random.lock().unwrap_or_else(|p| p.into_inner()) = Rng::new(context.rng.next_u64());
+    let client_protocol = context.protocol;
+    let client_db = context.db;
+    let slot = keys.first().map(|key| cluster::key_slot(key));
+    let result = (|| -> mlua::Result<Frame> {
+        let keys_table = lua.create_sequence_from(
+            keys.iter()
+                .map(|key| lua.create_string(key))
+                .collect::<mlua::Result<Vec<_>>>()?,
+        )?;
+        let argv_table = lua.create_sequence_from(
+            argv.iter()
+                .map(|arg| lua.create_string(arg))
+                .collect::<mlua::Result<Vec<_>>>()?,
+        )?;
+        if !options.as_function {
+            sandbox.globals.raw_set("KEYS", keys_table.clone())?;
+            sandbox.globals.raw_set("ARGV", argv_table.clone())?;
+        }
+        sandbox::arm_hook(lua, control, keyspace.config.script_instruction_limit)?;
+        let state = RefCell::new(CallState {
+            keyspace,
+            context,
+            read_only: options.read_only,
+            slot,
+            killable,
+        });
+        let outcome = lua.scope(|scope| {
+            // Rust functions, so `return redis.call(...)` keeps the script's
+            // frame (a tail call into Lua would lose its line number).
+            let call = scope.create_function(|lua, arguments: MultiValue| {
+                let mut state = state.borrow_mut();
+                call_command(lua, &mut state, control, arguments)?
+                    .map_err(|text| mlua::Error::external(ScriptError(text)))
+            })?;
+            let pcall = scope.create_function(|lua, arguments: MultiValue| {
+                let mut state = state.borrow_mut();
+                match call_command(lua, &mut state, control, arguments)? {
+                    Ok(value) => Ok(value),
+                    Err(text) => {
+                        let table = lua.create_table()?;
+                        table.raw_set("err", lua.create_string(&text)?)?;
+                        Ok(Value::Table(table))
+                    }
+                }
+            })?;
+            sandbox.redis.raw_set("call", call)?;
+            sandbox.redis.raw_set("pcall", pcall)?;
+            let (ok, value): (bool, Value) = if options.as_function {
+                sandbox.function_runner.call((
+                    function.clone(),
+                    keys_table.clone(),
+                    argv_table.clone(),
+                ))?
+            } else {
+                sandbox.runner.call(function.clone())?
+            };
+            let resp3 = control.resp.load(Ordering::SeqCst) == 3;
+            Ok(if ok {
+                lua_to_frame(&value, resp3)
+            } else {
+                error_reply(&value, options.name)
+            })
+        });
+        sandbox.redis.raw_set("call", Value::Nil)?;
+        sandbox.redis.raw_set("pcall", Value::Nil)?;
+        outcome
+    })();
+    lua.remove_hook();
+    if !options.as_function {
+        let _ = sandbox.globals.raw_set("KEYS", Value::Nil);
+        let _ = sandbox.globals.raw_set("ARGV", Value::Nil);
+    }
+    control.activity.finish();
+    context.protocol = client_protocol;
+    context.db = client_db;
+    context.block = None;
+    let stop = control.stop.swap(STOP_NONE, Ordering::SeqCst);
+    match result {
+        Ok(frame) => frame,
+        Err(_) if stop == STOP_BUDGET => Frame::error(BUDGET_EXCEEDED),
+        Err(_) if stop == STOP_KILLED => Frame::error(KILLED),
+        Err(error) => Frame::Error(error_bytes(
+            format!("ERR Error running script: {}", plain_message(&error)).as_bytes(),
+        )),
+    }
+}
+
+/// The reply for an error that ended a run: the error table's `err`, then
+/// where it happened (`script: <name>, on @user_script:<line>.`).
+fn error_reply(value: &Value, name: &str) -> Frame {
+    let (message, source, line) = match value {
+        Value::Table(table) => (
+            table
+                .raw_get::<mlua::LuaString>("err")
+                .map(|text| text.as_bytes().to_vec())
+                .unwrap_or_else(|_| b"ERR unknown error".to_vec()),
+            table
+                .raw_get::<Option<mlua::LuaString>>("source")
+                .ok()
+                .flatten(),
+            table.raw_get::<Option<i64>>("line").ok().flatten(),
+        ),
+        Value::String(text) => ([b"ERR ".as_slice(), &text.as_bytes()].concat(), None, None),
+        _ => (b"ERR unknown error".to_vec(), None, None),
+    };
+    let mut text = message;
+    if let (Some(source), Some(line)) = (source, line) {
+        text.extend_from_slice(format!(" script: {name}, on ").as_bytes());
+        text.extend_from_slice(&source.as_bytes());
+        text.extend_from_slice(format!(":{line}.").as_bytes());
+    }
+    Frame::Error(error_bytes(&text))
+}
+
+/// An mlua error's message without the wrapping mlua adds.
+pub fn plain_message(error: &mlua::Error) -> String {
+    match error {
+        mlua::Error::RuntimeError(message) | mlua::Error::SyntaxError { message, .. } => {
+            message.clone()
+        }
+        mlua::Error::CallbackError { cause, .. } => plain_message(cause),
+        mlua::Error::MemoryError(message) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The handler `xpcall` runs where an error is raised: turns any error into
+/// an error table with the script position (`source`, `line`), as Redis does.
+pub fn error_handler(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Function> {
+    let control = control.clone();
+    lua.create_function(move |lua, error: Value| {
+        let position = user_position(lua);
+        let table = lua.create_table()?;
+        let message: Vec<u8> = match control.stopped() {
+            STOP_BUDGET => BUDGET_EXCEEDED.as_bytes().to_vec(),
+            STOP_KILLED => KILLED.as_bytes().to_vec(),
+            _ => match &error {
+                Value::Table(raised) => {
+                    if let Ok(Value::String(text)) = raised.raw_get::<Value>("err") {
+                        text.as_bytes().to_vec()
+                    } else {
+                        b"ERR unknown error".to_vec()
+                    }
+                }
+                Value::String(text) => [b"ERR ".as_slice(), &text.as_bytes()].concat(),
+                other if script_error(other).is_some() => script_error(other).unwrap_or_default(),
+                other => {
+                    // An error from a Rust function (a library's): give it the
+                    // position Lua gives errors from its own C functions.
+                    let message = match other.as_error() {
+                        Some(error) => plain_message(error),
+                        None => lua
+                            .coerce_string(other.clone())
+                            .ok()
+                            .flatten()
+                            .map(|text| text.to_string_lossy())
+                            .unwrap_or_else(|| "unknown error".to_string()),
+                    };
+                    match &position {
+                        Some((source, line)) => {
+                            format!("ERR {}:{line}: {message}", source.trim_start_matches('@'))
+                                .into_bytes()
+                        }
+                        None => format!("ERR {message}").into_bytes(),
+                    }
+                }
+            },
+        };
+        table.raw_set("err", lua.create_string(&message)?)?;
+        if let Some((source, line)) = position {
+            table.raw_set("source", source)?;
+            table.raw_set("line", line)?;
+        }
+        Ok(table)
+    })
+}
+
+/// A command's error raised by `redis.call`, carrying Redis's `err` text.
+#[derive(Debug)]
+pub struct ScriptError(pub Vec<u8>);
+
+impl std::fmt::Display for ScriptError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+/// The `err` text of a [`ScriptError`] raised through Lua, if `value` is one.
+fn script_error(value: &Value) -> Option<Vec<u8>> {
+    let mut error = value.as_error()?;
+    loop {
+        match error {
+            mlua::Error::CallbackError { cause, .. } => error = cause,
+            other => {
+                return other
+                    .downcast_ref::<ScriptError>()
+                    .map(|found| found.0.clone())
+            }
+        }
+    }
+}
+
+/// `error_text(e)` for the prelude's `pcall`: the text a script sees for an
+/// error raised by a Rust function (nil for Lua's own error values).
+pub fn error_text_function(lua: &Lua) -> mlua::Result<Function> {
+    lua.create_function(|lua, value: Value| {
+        if let Some(text) = script_error(&value) {
+            return Ok(Some(lua.create_string(&text)?));
+        }
+        match value.as_error() {
+            Some(error) => Ok(Some(lua.create_string(plain_message(error))?)),
+            None => Ok(None),
+        }
+    })
+}
+
+/// The innermost stack frame running user code: its chunk name and line.
+fn user_position(lua: &Lua) -> Option<(String, i64)> {
+    for level in 1..64 {
+        let found = lua.inspect_stack(level, |debug| {
+            let source = debug.source().source.map(|source| source.into_owned());
+            (source, debug.current_line())
+        })?;
+        if let (Some(source), Some(line)) = found {
+            if source.starts_with("@user_") {
+                return Some((source, line as i64));
+            }
+        }
+    }
+    None
+}
+
+/// What `redis.call` reaches while a run lasts.
+struct CallState<'a> {
+    keyspace: &'a mut Keyspace,
+    context: &'a mut Context,
+    read_only: bool,
+    /// The slot of the declared keys (cluster mode confines calls to it).
+    slot: Option<u16>,
+    killable: bool,
+}
+
+const NOT_ALLOWED: &str = "This Redis command is not allowed from script";
+
+/// `redis.call` / `redis.pcall`: runs one command and answers its reply as
+/// a Lua value, or the `err` text of a failure (`call` raises it, `pcall`
+/// returns it as `{err=...}`).
+fn call_command(
+    lua: &Lua,
+    state: &mut CallState<'_>,
+    control: &RunControl,
+    arguments: MultiValue,
+) -> mlua::Result<Result<Value, Vec<u8>>> {
+    let failure = |text: &str| -> mlua::Result<Result<Value, Vec<u8>>> {
+        Ok(Err(error_text(text.as_bytes())))
+    };
+    if arguments.is_empty() {
+        return failure("Please specify at least one argument for this redis lib call");
+    }
+    let mut words = Vec::with_capacity(arguments.len());
+    for argument in &arguments {
+        match argument {
+            Value::String(text) => words.push(Bytes::copy_from_slice(&text.as_bytes())),
+            Value::Integer(number) => words.push(Bytes::from(number.to_string())),
+            Value::Number(number) => words.push(Bytes::from(number_argument(*number))),
+            _ => return failure("Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    let Some(command) = keyspace::commands::lookup(&words[0]) else {
+        return failure("Unknown Redis command called from script");
+    };
+    let spec = match keyspace::commands::resolve(&words) {
+        Ok(spec) => spec,
+        Err(_) if !command.subcommands.is_empty() && words.len() >= 2 => {
+            return failure("Unknown Redis command called from script")
+        }
+        Err(_) => return failure("Wrong number of args calling Redis command from script"),
+    };
+    if spec.has(flags::NOSCRIPT) {
+        return failure(NOT_ALLOWED);
+    }
+    let resp3 = control.resp.load(Ordering::SeqCst) == 3;
+    let reply = match spec.name {
+        "time" => {
+            let now_ms = state.context.now_ms;
+            Frame::Array(vec![
+                Frame::bulk((now_ms / 1000).to_string()),
+                Frame::bulk(((now_ms % 1000) * 1000).to_string()),
+            ])
+        }
+        "ping" if words.len() <= 2 => match words.get(1) {
+            Some(message) => Frame::Bulk(message.clone()),
+            None => Frame::simple("PONG"),
+        },
+        "echo" => Frame::Bulk(words[1].clone()),
+        "select" => select(state, &words[1]),
+        _ => {
+            if !matches!(spec.handler, Handler::Keyspace(_)) {
+                return failure(NOT_ALLOWED);
+            }
+            if spec.is_write() && state.read_only {
+                return failure("Write commands are not allowed from read-only scripts.");
+            }
+            if state.context.cluster_mode {
+                match keyspace::command_slot(spec, &words) {
+                    Ok(None) => {}
+                    Ok(Some(slot)) if Some(slot) == state.slot => {}
+                    Ok(Some(_)) if state.slot.is_none() => {
+                        return failure(
+                            "Script attempted to access a non local key in a cluster node",
+                        )
+                    }
+                    Ok(Some(_)) | Err(_) => {
+                        return failure(
+                            "Script attempted to access keys that do not hash to the same slot",
+                        )
+                    }
+                }
+            }
+            if spec.is_write() && state.killable {
+                state.killable = false;
+                control.activity.record_write();
+            }
+            let context = &mut *state.context;
+            let saved = context.protocol;
+            context.protocol = if resp3 {
+                Protocol::Resp3
+            } else {
+                Protocol::Resp2
+            };
+            let reply = state.keyspace.execute(spec, context, &words);
+            // A blocking command called from a script never blocks: it has
+            // answered as if its timeout had passed.
+            context.block = None;
+            context.protocol = saved;
+            reply
+        }
+    };
+    match reply {
+        Frame::Error(text) => {
+            let mut line = b"-".to_vec();
+            line.extend_from_slice(&text);
+            Ok(Err(error_text(&line)))
+        }
+        reply => Ok(Ok(frame_to_lua(lua, &reply, resp3)?)),
+    }
+}
+
+/// SELECT inside a script: changes the database for the rest of the run only.
+fn select(state: &mut CallState<'_>, index: &[u8]) -> Frame {
+    if state.context.cluster_mode {
+        return Frame::error("ERR SELECT is not allowed in cluster mode");
+    }
+    match keyspace::args::parse_i64(index) {
+        Ok(db) if db >= 0 && (db as usize) < state.keyspace.database_count() => {
+            state.context.db = db as usize;
+            Frame::OK
+        }
+        Ok(_) => Frame::error("ERR DB index is out of range"),
+        Err(_) => Frame::error("ERR value is not an integer or out of range"),
+    }
+}
