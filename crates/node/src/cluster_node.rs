@@ -299,6 +299,7 @@ impl ClusterNode {
             let mut keyspace = Keyspace::new(1, replica::group_hash_seed(group_id));
             keyspace.config = self.keyspace_config.clone();
             keyspace.config.cluster_mode = shard;
+            keyspace.config.replicated = true;
             if shard {
                 keyspace.enable_slot_index();
             }
@@ -347,7 +348,7 @@ impl ClusterNode {
     /// Routes a keyspace command by the slot of its keys.
     pub fn target(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Target {
         let keyless = || {
-            if spec.is_write() {
+            if spec.through_log() {
                 Target::Reply(Frame::error("CLUSTERDOWN The cluster is down"))
             } else {
                 Target::Unsharded

@@ -91,6 +91,9 @@ const PARAMETERS: &[Parameter] = &[
     fixed("zone", Kind::Text, ""),
     fixed("daemonize", Kind::Bool, "no"),
     fixed("io-threads", int(1, 128), "1"),
+    // Decides script outcomes, so every replica of a group must use the same
+    // value: set at start-up only.
+    fixed("lua-instruction-limit", int(1000, LONG_MAX), "1000000000"),
     param("maxclients", int(1, INT_MAX), "10000"),
     param("timeout", int(0, INT_MAX), "0"),
     param("tcp-keepalive", int(0, INT_MAX), "300"),
@@ -441,6 +444,17 @@ impl Config {
 
     pub fn lfu_decay_time(&self) -> u32 {
         self.integer("lfu-decay-time") as u32
+    }
+
+    /// `lua-instruction-limit`: Lua VM instructions one script may run.
+    pub fn lua_instruction_limit(&self) -> u64 {
+        self.integer("lua-instruction-limit") as u64
+    }
+
+    /// `busy-reply-threshold` (`lua-time-limit`): after this long a running
+    /// script makes other clients' commands answer BUSY (0: never).
+    pub fn busy_reply_threshold_ms(&self) -> u64 {
+        self.integer("busy-reply-threshold").max(0) as u64
     }
 
     /// `timeout`: close a client idle this long (0 = never).

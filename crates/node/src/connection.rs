@@ -119,6 +119,9 @@ async fn process(
     output: &mut BytesMut,
 ) -> Flow {
     use crate::replicated::{process_input as replicated, Route};
+    if crate::busy::wait_for_scripts().await {
+        return crate::busy::answer_busy(shared, session, parser, input, output);
+    }
     match (&shared.replica, &shared.cluster) {
         (Some(replica), _) => {
             replicated(
@@ -462,7 +465,13 @@ fn exec<'a>(
                     lazy_expire: true,
                     block: None,
                 };
-                store.keyspace.execute(spec, &mut context, &arguments)
+                if spec.group == "scripting" {
+                    replication::runtime::long_running(|| {
+                        store.keyspace.execute(spec, &mut context, &arguments)
+                    })
+                } else {
+                    store.keyspace.execute(spec, &mut context, &arguments)
+                }
             }
             Handler::Node | Handler::Container => {
                 // Connection and server commands (SELECT, CLIENT ...) run in
@@ -573,7 +582,13 @@ fn execute_request<'a>(
                 lazy_expire: true,
                 block: None,
             };
-            let reply = store.keyspace.execute(spec, &mut context, arguments);
+            let reply = if spec.group == "scripting" {
+                replication::runtime::long_running(|| {
+                    store.keyspace.execute(spec, &mut context, arguments)
+                })
+            } else {
+                store.keyspace.execute(spec, &mut context, arguments)
+            };
             if let Some(block) = context.block.take() {
                 // Under the keyspace lock: pushes from now on are recorded.
                 store.keyspace.set_ready_tracking(true);

@@ -4,6 +4,7 @@
 mod admin;
 mod alloc;
 mod blocking;
+mod busy;
 mod clients;
 mod clock;
 mod cluster_commands;

@@ -138,6 +138,7 @@ pub async fn start(
     let template = {
         let mut keyspace = Keyspace::new(config.databases(), group_hash_seed(1));
         keyspace.config = keyspace_config;
+        keyspace.config.replicated = true;
         keyspace
     };
     open(

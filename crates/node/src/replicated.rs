@@ -247,7 +247,7 @@ async fn run(
                         }
                     };
                     let replica = &*replica;
-                    if !spec.is_write() {
+                    if !spec.through_log() {
                         // Reads: checked once per replica and batch.
                         if let std::collections::btree_map::Entry::Vacant(slot) =
                             read_checked.entry(replica.group.id)
@@ -264,7 +264,7 @@ async fn run(
                                 session.reply(output, &reply);
                                 while let Some((arguments, Ok(next))) = requests.peek() {
                                     if !matches!(next.handler, Handler::Keyspace(_))
-                                        || next.is_write()
+                                        || next.through_log()
                                         || !route.stays_on(replica, next, arguments)
                                     {
                                         break;
@@ -306,7 +306,7 @@ async fn run(
                             break;
                         }
                         if !matches!(next.handler, Handler::Keyspace(_))
-                            || !next.is_write()
+                            || !next.through_log()
                             || !route.stays_on(replica, next, next_arguments)
                         {
                             break;
@@ -537,6 +537,11 @@ fn read(
     context.protocol = session.protocol;
     context.lazy_expire = false;
     context.cluster_mode = state.keyspace.config.cluster_mode;
+    if spec.group == "scripting" {
+        return replication::runtime::long_running(|| {
+            state.keyspace.execute(spec, &mut context, arguments)
+        });
+    }
     state.keyspace.execute(spec, &mut context, arguments)
 }
 

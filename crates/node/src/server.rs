@@ -159,6 +159,18 @@ pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig) {
     keyspace.lfu = config.lfu_policy();
     keyspace.lfu_log_factor = config.lfu_log_factor();
     keyspace.lfu_decay_time_minutes = config.lfu_decay_time();
+    keyspace.script_instruction_limit = config.lua_instruction_limit();
+    if keyspace.scripting.is_none() {
+        keyspace.scripting = Some(scripting::setup(script_activity()));
+    }
+}
+
+/// The board where this process's script runs are recorded: one per process,
+/// shared by every keyspace the node holds (see `crate::busy`).
+pub fn script_activity() -> Arc<keyspace::ScriptActivity> {
+    static ACTIVITY: std::sync::OnceLock<Arc<keyspace::ScriptActivity>> =
+        std::sync::OnceLock::new();
+    ACTIVITY.get_or_init(keyspace::ScriptActivity::new).clone()
 }
 
 /// Serves clients from `listener` until shutdown is requested; then closes every
@@ -171,6 +183,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<
     }
     let mut shutdown = shared.shutdown_requested();
     let expiry = tokio::spawn(active_expiry_loop(shared.clone()));
+    let watchdog = tokio::spawn(crate::busy::watchdog(shared.clone()));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -198,6 +211,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<
         }
     }
     expiry.abort();
+    watchdog.abort();
     shared.clients.kill_all();
     // Give connections a moment to flush and close.
     for _ in 0..100 {
@@ -229,6 +243,11 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
         }
         // A replica's expiry goes through the log (`replica::expiry_ticks`).
         if !shared.active_expire_enabled.load(Ordering::Relaxed) || shared.replica.is_some() {
+            continue;
+        }
+        // A running script holds the keyspace; waiting for it would hold a
+        // worker thread (see `crate::busy`).
+        if script_activity().current_run().is_some() {
             continue;
         }
         shared.store().keyspace.active_expire_cycle(now_ms);

@@ -238,6 +238,7 @@ pub fn execute(
             ])
         }
         "info" => info::info(shared, arguments),
+        "script|kill" | "function|kill" => crate::busy::kill(),
         "shutdown" => return shutdown(shared, arguments),
         "debug" => debug(shared, session, arguments),
         "config|get" => config_get(shared, arguments),

@@ -140,6 +140,19 @@ impl AsyncRuntime for SeededTokio {
     }
 }
 
+/// Runs `work`, which may take long (a script), without starving the
+/// runtime: on a multi-threaded tokio runtime the worker hands its other tasks
+/// to another thread for the duration (`block_in_place`); elsewhere (a
+/// current-thread runtime, the simulation, no runtime) it simply runs.
+pub fn long_running<R>(work: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

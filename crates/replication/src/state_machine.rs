@@ -139,6 +139,18 @@ impl StateMachine {
     }
 }
 
+/// Whether an entry runs a script or function (and so may take long).
+fn runs_scripts(request: &Request) -> bool {
+    match &request.op {
+        Op::Exec { commands, .. } => commands.iter().any(|arguments| {
+            arguments.first().is_some_and(|name| {
+                keyspace::commands::lookup(name).is_some_and(|spec| spec.group == "scripting")
+            })
+        }),
+        _ => false,
+    }
+}
+
 /// Applies one request to the state: deterministic in (state, request).
 pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
     let now_ms = request.now_ms.max(state.log_time_ms);
@@ -263,6 +275,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 state.last_applied = Some(entry.log_id);
                 match &entry.payload {
                     EntryPayload::Blank => Response::default(),
+                    EntryPayload::Normal(request) if runs_scripts(request) => {
+                        crate::runtime::long_running(|| apply_request(&mut state, request))
+                    }
                     EntryPayload::Normal(request) => apply_request(&mut state, request),
                     EntryPayload::Membership(membership) => {
                         state.membership =

@@ -1,0 +1,123 @@
+//! Long-running scripts: BUSY replies, SCRIPT KILL and FUNCTION KILL.
+//!
+//! A script runs while holding its keyspace's lock, on a runtime worker. Other
+//! connections must not block a worker on that lock (two blocked workers would
+//! stall the node, watchdog included), so each batch first waits,
+//! asynchronously, while a script runs. Once a run has lasted past
+//! `busy-reply-threshold`, the watchdog marks it busy and waiting batches are
+//! answered BUSY instead, except for the commands Redis allows then.
+//!
+//! The board ([`crate::server::script_activity`]) is one per process: a long
+//! script in one shard makes the node's other shards wait too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use keyspace::command::{flags, Handler};
+use keyspace::commands;
+use resp::{encode, Frame, RequestParser};
+
+use crate::connection::Flow;
+use crate::server::{script_activity, Shared};
+use crate::session::{self, Session};
+
+/// How often waiting connections and the watchdog look at the board.
+const POLL: Duration = Duration::from_millis(1);
+const WATCHDOG_PERIOD: Duration = Duration::from_millis(20);
+
+/// Waits while a script runs; true when the run is busy (past the threshold).
+pub async fn wait_for_scripts() -> bool {
+    let activity = script_activity();
+    loop {
+        if activity.current_run().is_none() {
+            return false;
+        }
+        if activity.is_busy() {
+            return true;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Marks a run busy once it has lasted `busy-reply-threshold` milliseconds.
+pub async fn watchdog(shared: Arc<Shared>) {
+    let activity = script_activity();
+    let mut seen: Option<(u64, Instant)> = None;
+    loop {
+        tokio::time::sleep(WATCHDOG_PERIOD).await;
+        let Some(run) = activity.current_run() else {
+            seen = None;
+            continue;
+        };
+        let started = match seen {
+            Some((previous, started)) if previous == run => started,
+            _ => {
+                seen = Some((run, Instant::now()));
+                continue;
+            }
+        };
+        let threshold_ms = shared.config().busy_reply_threshold_ms();
+        if threshold_ms > 0 && started.elapsed() >= Duration::from_millis(threshold_ms) {
+            activity.set_busy(true);
+        }
+    }
+}
+
+/// Answers the client's pending requests while a script is busy: connection
+/// commands Redis allows then run, everything else gets BUSY.
+pub fn answer_busy(
+    shared: &Shared,
+    session: &mut Session,
+    parser: &mut RequestParser,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+) -> Flow {
+    loop {
+        let arguments = match parser.next_request(input) {
+            Ok(Some(arguments)) => arguments,
+            Ok(None) => return Flow::Continue,
+            Err(error) => {
+                encode(
+                    &Frame::error_owned(format!("ERR {error}")),
+                    session.protocol,
+                    output,
+                );
+                return Flow::Close;
+            }
+        };
+        let reply = match commands::resolve(&arguments) {
+            Err(error) => error,
+            Ok(spec) if spec.has(flags::ALLOW_BUSY) && matches!(spec.handler, Handler::Node) => {
+                let (reply, flow) = session::execute(shared, session, spec, &arguments);
+                if let Some(reply) = reply {
+                    session.reply(output, &reply);
+                }
+                if flow == Flow::Close {
+                    return Flow::Close;
+                }
+                continue;
+            }
+            Ok(_) => Frame::error(scripting::BUSY),
+        };
+        session.reply(output, &reply);
+    }
+}
+
+/// SCRIPT KILL and FUNCTION KILL.
+pub fn kill() -> Frame {
+    let activity = script_activity();
+    if activity.current_run().is_none() {
+        return Frame::error(scripting::NOTBUSY);
+    }
+    if activity.has_written() {
+        return Frame::error(scripting::UNKILLABLE);
+    }
+    if !activity.is_killable() {
+        return Frame::error(
+            "UNKILLABLE The busy script runs through the replicated log: it is applied on every replica alike and stops only at its instruction budget (lua-instruction-limit).",
+        );
+    }
+    activity.request_kill();
+    Frame::OK
+}
