@@ -316,6 +316,46 @@ async function transaction(rc) {
   expect(await rc.get("{acct}:alice"), "70", "balance after the transfer");
 }
 
+const SLIDING_WINDOW = `
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, 0, now - window)
+if redis.call('ZCARD', key) < limit then
+  redis.call('ZADD', key, now, ARGV[4])
+  redis.call('PEXPIRE', key, window)
+  return 1
+end
+return 0
+`;
+
+async function ratelimit(rc) {
+  // The sliding-window limiter as a defined command: EVALSHA, falling back
+  // to EVAL on NOSCRIPT.
+  rc.defineCommand("slidingWindow", { numberOfKeys: 1, lua: SLIDING_WINDOW });
+  await rc.del("{user:9}:window");
+  let admitted = 0;
+  for (let request = 0; request < 8; request++) {
+    admitted += await rc.slidingWindow("{user:9}:window", 1000 + request, 1000, 5, `r${request}`);
+  }
+  expect(admitted, 5, "requests admitted within one window");
+  expect(
+    await rc.slidingWindow("{user:9}:window", 2500, 1000, 5, "late"),
+    1,
+    "a request once the window moved",
+  );
+  // Keys of two slots in one script: CROSSSLOT, as Redis Cluster.
+  try {
+    await rc.eval("return 1", 2, "{user:9}:a", "other");
+    throw new Error("a script with keys of two slots ran");
+  } catch (error) {
+    if (!String(error.message).includes("CROSSSLOT")) {
+      throw error;
+    }
+  }
+}
+
 async function runScenarios(host, port) {
   const rc = connect(host, port);
   const scenarios = [
@@ -328,6 +368,7 @@ async function runScenarios(host, port) {
     ["spread", () => spread(rc, host, port)],
     ["crossslot", () => crossslot(rc)],
     ["transaction", () => transaction(rc)],
+    ["ratelimit", () => ratelimit(rc)],
   ];
   try {
     for (const [name, scenario] of scenarios) {

@@ -30,6 +30,7 @@ from redis.exceptions import (
     ClusterCrossSlotError,
     RedisClusterException,
     RedisError,
+    ResponseError,
     WatchError,
 )
 
@@ -312,6 +313,46 @@ def transaction(rc):
     direct.close()
 
 
+SLIDING_WINDOW = """
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, 0, now - window)
+if redis.call('ZCARD', key) < limit then
+  redis.call('ZADD', key, now, ARGV[4])
+  redis.call('PEXPIRE', key, window)
+  return 1
+end
+return 0
+"""
+
+
+def ratelimit(rc):
+    # The sliding-window limiter as a registered script: EVALSHA, with the
+    # client loading the script itself on NOSCRIPT.
+    limiter = rc.register_script(SLIDING_WINDOW)
+    rc.delete("{user:7}:window")
+    admitted = sum(
+        limiter(keys=["{user:7}:window"], args=[1000 + request, 1000, 5, f"r{request}"])
+        for request in range(8)
+    )
+    expect(admitted, 5, "requests admitted within one window")
+    expect(
+        limiter(keys=["{user:7}:window"], args=[2500, 1000, 5, "late"]),
+        1,
+        "a request once the window moved",
+    )
+    expect(rc.zcard("{user:7}:window"), 1, "entries left in the window")
+    # A key of another slot inside the script is refused, as Redis Cluster.
+    try:
+        rc.eval("return redis.call('GET', 'elsewhere')", 1, "{user:7}:window")
+        raise ScenarioFailed("a script reached a key of another slot")
+    except ResponseError as error:
+        if "do not hash to the same slot" not in str(error):
+            raise
+
+
 def run_scenarios(host, port):
     rc = connect(host, port)
     scenarios = [
@@ -324,6 +365,7 @@ def run_scenarios(host, port):
         ("spread", lambda: spread(rc)),
         ("crossslot", lambda: crossslot(rc, host, port)),
         ("transaction", lambda: transaction(rc)),
+        ("ratelimit", lambda: ratelimit(rc)),
     ]
     for name, scenario in scenarios:
         started = time.monotonic()

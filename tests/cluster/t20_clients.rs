@@ -208,6 +208,8 @@ fn run_scenarios(client: Client) {
         "leaderboard",
         "spread",
         "crossslot",
+        "transaction",
+        "ratelimit",
     ] {
         assert!(
             script

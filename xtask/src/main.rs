@@ -12,6 +12,7 @@ mod ci;
 mod cluster;
 mod group;
 mod replication;
+mod scripting;
 mod server;
 mod tools;
 mod types;

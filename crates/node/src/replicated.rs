@@ -231,6 +231,15 @@ async fn run(
                 {
                     session.reply(output, &Frame::error(session::CLUSTER_DISABLED));
                 }
+                Handler::Keyspace(_)
+                    if changes_every_script_store(spec) && leads_any_shard(route) =>
+                {
+                    let Route::Cluster(node) = route else {
+                        continue;
+                    };
+                    let reply = to_every_led_shard(node, session, spec, arguments).await;
+                    session.reply(output, &reply);
+                }
                 Handler::Keyspace(_) => {
                     let replica = match route.target(spec, &arguments) {
                         Target::Local(replica) => replica,
@@ -371,6 +380,60 @@ async fn run(
             return Flow::Continue;
         }
     }
+}
+
+/// SCRIPT LOAD/FLUSH and the FUNCTION writes: keyless changes of a shard's
+/// script store. A cluster node applies them to every shard it leads, as
+/// Redis Cluster clients expect of a master (they send them to each one).
+fn changes_every_script_store(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "script|load"
+            | "script|flush"
+            | "function|load"
+            | "function|delete"
+            | "function|flush"
+            | "function|restore"
+    )
+}
+
+fn leads_any_shard(route: Route<'_>) -> bool {
+    match route {
+        Route::Single(_) => false,
+        Route::Cluster(node) => node
+            .local_shards()
+            .iter()
+            .any(|replica| replica.group.raft.is_leader()),
+    }
+}
+
+/// Proposes a script-store change to every shard this node leads, in shard
+/// order; answers the first error, or the first shard's reply.
+async fn to_every_led_shard(
+    node: &ClusterNode,
+    session: &Session,
+    spec: &'static CommandSpec,
+    arguments: Vec<Bytes>,
+) -> Frame {
+    let mut first = None;
+    for replica in node.local_shards() {
+        if !replica.group.raft.is_leader() {
+            continue;
+        }
+        let (replies, _) = propose(
+            &replica,
+            session.db,
+            session.protocol,
+            vec![(arguments.clone(), spec)],
+        )
+        .await;
+        let reply = replies.into_iter().next().unwrap_or(Frame::Null);
+        if matches!(reply, Frame::Error(_)) {
+            return reply;
+        }
+        first.get_or_insert(reply);
+    }
+    first.unwrap_or_else(|| Frame::error(CLUSTER_DOWN))
 }
 
 fn unreachable_reply() -> Frame {

@@ -6,7 +6,9 @@
 //! script does survives into the next. Nothing that reads the outside world is
 //! there: no `os`, `io`, `loadstring`, `dofile`, `load`, `loadfile`,
 //! `getfenv` or `setfenv` (the last two would reach the real globals); `math.random` draws from a generator the engine seeds from the
-//! log entry.
+//! log entry; `tostring` of a table, function, userdata or coroutine gives
+//! its type without an address, and the heap size reads as 0, since both
+//! differ between replicas.
 //!
 //! Errors that stop a script (the instruction budget, SCRIPT KILL) must not be
 //! swallowed by the script's own `pcall`: the wrappers of `pcall`, `xpcall` and
@@ -111,6 +113,22 @@ local function check(ok, ...)
 end
 raw_globals.pcall = function(...) return check(raw_pcall(...)) end
 raw_globals.xpcall = function(...) return check(raw_xpcall(...)) end
+-- Addresses and heap sizes differ between replicas: a script must not be
+-- able to read them (and write them into the keyspace).
+local raw_tostring, raw_collect, getmetatable = tostring, collectgarbage, getmetatable
+raw_globals.tostring = function(value)
+  local kind = type(value)
+  if kind == 'table' or kind == 'function' or kind == 'userdata' or kind == 'thread' then
+    local meta = getmetatable(value)
+    if not (type(meta) == 'table' and meta.__tostring) then return kind end
+  end
+  return raw_tostring(value)
+end
+raw_globals.collectgarbage = function(option, ...)
+  if option == 'count' then return 0 end
+  return raw_collect(option, ...)
+end
+raw_globals.gcinfo = function() return 0 end
 raw_globals.rawset = function(target, key, value)
   if protected[target] then readonly_error() end
   return rawset(target, key, value)

@@ -839,3 +839,33 @@ fn resp3_client_protocol_shapes() {
         error_text(&h.eval("redis.setresp(4)", &[], &[])).contains("RESP version must be 2 or 3.")
     );
 }
+
+#[test]
+fn nothing_that_differs_between_replicas_is_visible() {
+    let mut h = Harness::new();
+    assert_eq!(
+        h.eval(
+            "return {tostring({}), tostring(type), collectgarbage('count'), gcinfo()}",
+            &[],
+            &[]
+        ),
+        Frame::Array(vec![
+            bulk("table"),
+            bulk("function"),
+            Frame::Integer(0),
+            Frame::Integer(0)
+        ])
+    );
+    assert_eq!(
+        h.eval(
+            "return tostring(setmetatable({}, {__tostring = function() return 'mine' end}))",
+            &[],
+            &[]
+        ),
+        bulk("mine")
+    );
+    assert_eq!(
+        h.eval("return tostring(1.5) .. tostring(nil)", &[], &[]),
+        bulk("1.5nil")
+    );
+}
