@@ -7,3 +7,4 @@ mod t25_redis_rs;
 mod t30_dev;
 mod t40_reshard;
 mod t50_scale;
+mod t60_pubsub;

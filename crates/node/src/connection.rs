@@ -51,8 +51,23 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
             let config = shared.config();
             (config.idle_timeout(), config.client_query_buffer_limit())
         };
+        let inbox = session.subscriptions.subscriber.clone();
         let read = tokio::select! {
             read = stream.read_buf(&mut input) => read,
+            _ = messages_ready(inbox.as_deref()) => {
+                if let Some(subscriber) = &inbox {
+                    subscriber.drain_into(&mut output);
+                }
+                shared
+                    .stats
+                    .net_output_bytes
+                    .fetch_add(output.len() as u64, Ordering::Relaxed);
+                if !write_replies(&mut stream, &output, &client).await {
+                    break;
+                }
+                output.clear();
+                continue;
+            }
             _ = client.killed() => break,
             _ = idle_deadline(idle_limit) => {
                 tracing::debug!(client = client.id, "closing idle client");
@@ -69,6 +84,9 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
             }
         }
         let mut flow = process(&shared, &mut session, &mut parser, &mut input, &mut output).await;
+        if let Some(subscriber) = &session.subscriptions.subscriber {
+            subscriber.drain_into(&mut output);
+        }
         // Write the replies; while a blocking command waits, wait for its reply,
         // then run what arrived behind it.
         loop {
@@ -77,7 +95,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
                     .stats
                     .net_output_bytes
                     .fetch_add(output.len() as u64, Ordering::Relaxed);
-                if stream.write_all(&output).await.is_err() {
+                if !write_replies(&mut stream, &output, &client).await {
                     break 'serve;
                 }
                 output.clear();
@@ -107,7 +125,27 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
         }
     }
     let _ = stream.shutdown().await;
+    shared.pubsub.forget(client.id, &session.subscriptions);
     shared.clients.unregister(client.id);
+}
+
+/// Writes `output`; false when the connection is gone or the client was
+/// killed meanwhile (a subscriber that stopped reading is killed by its
+/// output limit while its socket is full).
+async fn write_replies(stream: &mut TcpStream, output: &[u8], client: &ClientInfo) -> bool {
+    tokio::select! {
+        written = stream.write_all(output) => written.is_ok(),
+        _ = client.killed() => false,
+    }
+}
+
+/// Resolves when a subscribed connection has messages to write; never for
+/// one that subscribes to nothing.
+async fn messages_ready(subscriber: Option<&crate::pubsub::Subscriber>) {
+    match subscriber {
+        Some(subscriber) => subscriber.ready().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Runs every complete request in `input` (after any deferred ones).
@@ -542,6 +580,10 @@ fn execute_request<'a>(
         && shared.config().requirepass().is_some()
     {
         session.reply(output, &Frame::error("NOAUTH Authentication required."));
+        return Flow::Continue;
+    }
+    if let Some(reply) = session::subscribed_refusal(session, spec, arguments) {
+        session.reply(output, &reply);
         return Flow::Continue;
     }
     if let session::InMulti::Answered(reply) =

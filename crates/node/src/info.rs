@@ -247,8 +247,15 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
             line(&mut out, "evicted_keys", &0);
             line(&mut out, "keyspace_hits", &hits);
             line(&mut out, "keyspace_misses", &misses);
-            line(&mut out, "pubsub_channels", &0);
-            line(&mut out, "pubsub_patterns", &0);
+            line(
+                &mut out,
+                "pubsub_channels",
+                &shared
+                    .pubsub
+                    .active(crate::pubsub::Kind::Channel, None)
+                    .len(),
+            );
+            line(&mut out, "pubsub_patterns", &shared.pubsub.pattern_count());
             line(&mut out, "pubsubshard_channels", &0);
         }
         "replication" => {

@@ -13,6 +13,7 @@ mod config;
 mod connection;
 mod dev;
 mod info;
+mod pubsub;
 mod replica;
 mod replicated;
 mod resp_client;

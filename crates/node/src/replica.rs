@@ -12,12 +12,11 @@ use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use keyspace::{Keyspace, KeyspaceConfig};
 use replication::group::{GroupOptions, Registry, ShardGroup};
-use replication::state_machine::lock;
-use replication::state_machine::ApplyObserver;
+use replication::state_machine::{ApplyObserver, ShardState, SharedState};
 use replication::{GroupId, NodeAddr, NodeId, Op, Request};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard, TryLockError};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
@@ -269,7 +268,7 @@ async fn expiry_ticks(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::R
             continue;
         }
         let (has_volatile, seed) = {
-            let mut state = lock(&replica.group.state);
+            let mut state = lock_when_free(&replica.group.state).await;
             let has_volatile = state.keyspace.dbs().iter().any(|db| db.expires_len() > 0);
             (has_volatile, state.rng.next_u64())
         };
@@ -284,6 +283,25 @@ async fn expiry_ticks(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::R
         if let Err(error) = replica.group.raft.client_write(request).await {
             tracing::debug!(%error, "expiry tick not committed");
         }
+    }
+}
+
+/// How often a background task looks again at a state held by a long apply.
+const LOCK_RETRY: Duration = Duration::from_millis(1);
+
+/// Locks the shard state from a background task. An entry that runs a script
+/// holds the state for as long as the script runs (up to its instruction
+/// budget); blocking on the lock would block the runtime worker too, and with
+/// one worker the whole node (Raft heartbeats, BUSY replies, SCRIPT KILL)
+/// would stop until the script ends. So the task waits asynchronously.
+async fn lock_when_free(state: &SharedState) -> MutexGuard<'_, ShardState> {
+    loop {
+        match state.try_lock() {
+            Ok(guard) => return guard,
+            Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        tokio::time::sleep(LOCK_RETRY).await;
     }
 }
 
@@ -308,7 +326,7 @@ async fn serve_blocked(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::
             )
         };
         {
-            let mut state = lock(&replica.group.state);
+            let mut state = lock_when_free(&replica.group.state).await;
             if !replica.blocking.waits_on(replica.group.id) {
                 // Nobody waits here: stop recording until someone blocks
                 // (registration turns it back on under this lock).
@@ -327,7 +345,7 @@ async fn serve_blocked(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::
                 continue;
             }
             let holding = {
-                let state = lock(&replica.group.state);
+                let state = lock_when_free(&replica.group.state).await;
                 let now_ms = clock::unix_ms().max(state.log_time_ms);
                 match state
                     .keyspace

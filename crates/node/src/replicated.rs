@@ -161,6 +161,10 @@ async fn run(
                 session.reply(output, &Frame::error("NOAUTH Authentication required."));
                 continue;
             }
+            if let Some(reply) = session::subscribed_refusal(session, spec, &arguments) {
+                session.reply(output, &reply);
+                continue;
+            }
             let cluster = matches!(route, Route::Cluster(_));
             let same_slot = || {
                 let transaction_slot = session.multi.as_ref().and_then(|tx| tx.slot);

@@ -52,6 +52,10 @@ pub struct Shared {
     pub active_expire_enabled: AtomicBool,
     /// The port actually bound (the configured one may be 0).
     pub bound_port: AtomicU64,
+    /// This node's Pub/Sub subscriptions.
+    pub pubsub: crate::pubsub::PubSub,
+    /// A cluster node's forwarding of PUBLISH to the other nodes.
+    pub forwarder: Option<crate::pubsub::Forwarder>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -86,6 +90,21 @@ impl Shared {
         let shared = Self::with_store(config, &mut rng, standalone.store.clone(), None);
         let mut shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("fresh Arc"));
         shared.blocking = node.blocking.clone();
+        let peers = node.clone();
+        shared.forwarder = Some(crate::pubsub::Forwarder::start(move || {
+            let own = peers.identity.id;
+            peers
+                .topology()
+                .map(|topology| {
+                    topology
+                        .nodes
+                        .values()
+                        .filter(|info| info.id != own)
+                        .map(|info| format!("{}:{}", info.host, info.port))
+                        .collect()
+                })
+                .unwrap_or_default()
+        }));
         shared.cluster = Some(node);
         Arc::new(shared)
     }
@@ -116,6 +135,8 @@ impl Shared {
             run_id,
             active_expire_enabled: AtomicBool::new(true),
             bound_port: AtomicU64::new(0),
+            pubsub: crate::pubsub::PubSub::default(),
+            forwarder: None,
             shutdown,
         })
     }

@@ -110,6 +110,11 @@ pub struct Session {
     pub multi: Option<Transaction>,
     /// WATCHed keys: (database, key, fingerprint when watched).
     pub watched: Vec<(usize, Bytes, Bytes)>,
+    /// Channels, patterns and shard channels this connection listens to.
+    pub subscriptions: crate::pubsub::Subscriptions,
+    /// Replies beyond the first of a command that answers several
+    /// (SUBSCRIBE ch1 ch2 ...); [`Session::reply`] writes them after it.
+    more_replies: Vec<Frame>,
     /// Set by CLIENT REPLY SKIP for the command after it.
     skip_next: bool,
     last_command: &'static str,
@@ -131,6 +136,8 @@ impl Session {
             deferred_error: None,
             multi: None,
             watched: Vec::new(),
+            subscriptions: Default::default(),
+            more_replies: Vec::new(),
             skip_next: false,
             last_command: "",
         }
@@ -143,9 +150,15 @@ impl Session {
             return;
         }
         match self.reply_mode {
-            ReplyMode::On => encode(frame, self.protocol, output),
-            ReplyMode::Off => {}
+            ReplyMode::On => {
+                encode(frame, self.protocol, output);
+                for more in self.more_replies.drain(..) {
+                    encode(&more, self.protocol, output);
+                }
+            }
+            ReplyMode::Off => self.more_replies.clear(),
             ReplyMode::Skip => {
+                self.more_replies.clear();
                 self.reply_mode = ReplyMode::On;
                 self.skip_next = true;
             }
@@ -167,6 +180,9 @@ impl Session {
 
     fn set_protocol(&mut self, protocol: Protocol) {
         self.protocol = protocol;
+        if let Some(subscriber) = &self.subscriptions.subscriber {
+            subscriber.set_protocol(protocol);
+        }
         let version = if protocol == Protocol::Resp3 { 3 } else { 2 };
         self.client.protocol.store(version, Ordering::Relaxed);
     }
@@ -212,6 +228,10 @@ pub fn execute(
             Frame::OK
         }
         "reset" => {
+            shared
+                .pubsub
+                .forget(session.client.id, &session.subscriptions);
+            session.subscriptions = Default::default();
             session.multi = None;
             session.watched.clear();
             session.select(0);
@@ -238,6 +258,20 @@ pub fn execute(
             ])
         }
         "info" => info::info(shared, arguments),
+        "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
+        | "sunsubscribe" => {
+            let mut replies = crate::pubsub::subscription_command(shared, session, spec, arguments);
+            if replies.is_empty() {
+                return (None, Flow::Continue);
+            }
+            let first = replies.remove(0);
+            session.more_replies = replies;
+            first
+        }
+        "publish" | "spublish" | "slotraft|publish-local" => {
+            crate::pubsub::publish_command(shared, spec, arguments)
+        }
+        name if name.starts_with("pubsub|") => crate::pubsub::introspect(shared, spec, arguments),
         "script|kill" | "function|kill" => crate::busy::kill(),
         "shutdown" => return shutdown(shared, arguments),
         "debug" => debug(shared, session, arguments),
@@ -269,6 +303,29 @@ pub fn execute(
         other => Frame::error_owned(format!("ERR unknown command '{other}'")),
     };
     (Some(reply), Flow::Continue)
+}
+
+/// What a RESP2 connection in subscribed mode may not run, and PING's reply
+/// there; `None` when the command runs as usual.
+pub fn subscribed_refusal(
+    session: &Session,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+) -> Option<Frame> {
+    if session.protocol != Protocol::Resp2 || !session.subscriptions.active() {
+        return None;
+    }
+    match spec.name {
+        "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
+        | "sunsubscribe" | "quit" | "reset" => None,
+        "ping" => Some(Frame::Array(vec![
+            Frame::bulk("pong"),
+            Frame::Bulk(arguments.get(1).cloned().unwrap_or_default()),
+        ])),
+        name => Some(Frame::error_owned(format!(
+            "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+        ))),
+    }
 }
 
 fn help(lines: &[&str]) -> Frame {

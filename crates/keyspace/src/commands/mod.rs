@@ -6,6 +6,7 @@ pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
+pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod sets;
@@ -28,6 +29,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     sets::COMMANDS,
     zsets::COMMANDS,
     hyperloglog::COMMANDS,
+    pubsub::COMMANDS,
     keys::COMMANDS,
     sort::COMMANDS,
     scripting::COMMANDS,

@@ -188,6 +188,12 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
         ADMIN | NOSCRIPT | LOADING | STALE,
         "Deletes a slot's keys from a shard that gave it away.",
     ),
+    node(
+        "slotraft|publish-local",
+        4,
+        PUBSUB | NOSCRIPT | LOADING | STALE,
+        "Delivers a message to this node's subscribers only (PUBLISH forwarded by another node).",
+    ),
 ];
 
 const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[

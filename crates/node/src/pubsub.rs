@@ -1,0 +1,637 @@
+//! Pub/Sub: who listens to which channel, pattern or shard channel, and the
+//! outbox each subscribed connection drains.
+//!
+//! Messages are not replicated state: PUBLISH delivers to the subscribers of
+//! this node (and a cluster node forwards it to the other nodes, see
+//! `crate::cluster_node`). A publisher encodes the message into each
+//! subscriber's outbox and wakes its connection; an outbox past the pubsub
+//! class of `client-output-buffer-limit` (hard limit, or soft limit for longer
+//! than its seconds) gets its client disconnected instead of growing memory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use keyspace::glob::glob_match;
+use resp::{encode, Frame, Protocol};
+use tokio::sync::Notify;
+
+use crate::clients::ClientInfo;
+use crate::cluster_node::Target;
+use crate::server::Shared;
+use crate::session::Session;
+use keyspace::CommandSpec;
+
+/// One subscribed connection's delivery side.
+pub struct Subscriber {
+    pub client: Arc<ClientInfo>,
+    resp3: AtomicBool,
+    outbox: Mutex<Outbox>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct Outbox {
+    bytes: BytesMut,
+    /// Since when the outbox has been above the soft limit.
+    over_soft_since: Option<Instant>,
+}
+
+/// The pubsub class of `client-output-buffer-limit` (0: no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub hard_bytes: usize,
+    pub soft_bytes: usize,
+    pub soft_seconds: u64,
+}
+
+impl OutputLimits {
+    /// The pubsub class from the parameter's text (`normal 0 0 0 slave ...
+    /// pubsub 33554432 8388608 60`); Redis's defaults when it is missing.
+    pub fn parse(text: &str) -> OutputLimits {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        for chunk in words.chunks(4) {
+            if let [class, hard, soft, seconds] = chunk {
+                if class.eq_ignore_ascii_case("pubsub") {
+                    return OutputLimits {
+                        hard_bytes: parse_memory(hard).unwrap_or(32 << 20),
+                        soft_bytes: parse_memory(soft).unwrap_or(8 << 20),
+                        soft_seconds: seconds.parse().unwrap_or(60),
+                    };
+                }
+            }
+        }
+        OutputLimits {
+            hard_bytes: 32 << 20,
+            soft_bytes: 8 << 20,
+            soft_seconds: 60,
+        }
+    }
+}
+
+/// `1024`, `8mb`, `1gb` ...
+fn parse_memory(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let (digits, unit) = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .map(|split| lower.split_at(split))
+        .unwrap_or((&lower, ""));
+    let number: usize = digits.parse().ok()?;
+    let multiplier = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(multiplier)
+}
+
+impl Subscriber {
+    pub fn new(client: Arc<ClientInfo>, protocol: Protocol) -> Arc<Subscriber> {
+        Arc::new(Subscriber {
+            client,
+            resp3: AtomicBool::new(protocol == Protocol::Resp3),
+            outbox: Mutex::new(Outbox::default()),
+            ready: Notify::new(),
+        })
+    }
+
+    pub fn set_protocol(&self, protocol: Protocol) {
+        self.resp3
+            .store(protocol == Protocol::Resp3, Ordering::Relaxed);
+    }
+
+    fn outbox(&self) -> MutexGuard<'_, Outbox> {
+        self.outbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues a message; a subscriber past its limits is disconnected instead.
+    fn deliver(&self, message: &Frame, limits: OutputLimits) {
+        let protocol = if self.resp3.load(Ordering::Relaxed) {
+            Protocol::Resp3
+        } else {
+            Protocol::Resp2
+        };
+        let mut outbox = self.outbox();
+        encode(message, protocol, &mut outbox.bytes);
+        let size = outbox.bytes.len();
+        let mut overflow = limits.hard_bytes > 0 && size > limits.hard_bytes;
+        if limits.soft_bytes > 0 && size > limits.soft_bytes {
+            let since = *outbox.over_soft_since.get_or_insert_with(Instant::now);
+            overflow |= since.elapsed() >= Duration::from_secs(limits.soft_seconds);
+        } else {
+            outbox.over_soft_since = None;
+        }
+        if overflow {
+            outbox.bytes = BytesMut::new();
+            drop(outbox);
+            tracing::warn!(
+                client = self.client.id,
+                "closing a subscriber past client-output-buffer-limit pubsub"
+            );
+            self.client.kill();
+            return;
+        }
+        drop(outbox);
+        self.ready.notify_one();
+    }
+
+    /// Moves the queued messages to `out`.
+    pub fn drain_into(&self, out: &mut BytesMut) {
+        let mut outbox = self.outbox();
+        if !outbox.bytes.is_empty() {
+            out.extend_from_slice(&outbox.bytes);
+            outbox.bytes.clear();
+        }
+        outbox.over_soft_since = None;
+    }
+
+    /// Waits until messages are queued.
+    pub async fn ready(&self) {
+        self.ready.notified().await
+    }
+}
+
+type Listeners = BTreeMap<Bytes, BTreeMap<u64, Arc<Subscriber>>>;
+
+/// The node's subscriptions.
+#[derive(Default)]
+pub struct PubSub {
+    channels: Mutex<Listeners>,
+    patterns: Mutex<Listeners>,
+    shard_channels: Mutex<Listeners>,
+}
+
+/// Which kind of subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    ShardChannel,
+}
+
+fn lock(listeners: &Mutex<Listeners>) -> MutexGuard<'_, Listeners> {
+    listeners
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl PubSub {
+    fn listeners(&self, kind: Kind) -> &Mutex<Listeners> {
+        match kind {
+            Kind::Channel => &self.channels,
+            Kind::Pattern => &self.patterns,
+            Kind::ShardChannel => &self.shard_channels,
+        }
+    }
+
+    pub fn subscribe(&self, kind: Kind, name: &Bytes, subscriber: &Arc<Subscriber>) {
+        lock(self.listeners(kind))
+            .entry(name.clone())
+            .or_default()
+            .insert(subscriber.client.id, subscriber.clone());
+    }
+
+    pub fn unsubscribe(&self, kind: Kind, name: &[u8], client: u64) {
+        let mut listeners = lock(self.listeners(kind));
+        if let Some(clients) = listeners.get_mut(name) {
+            clients.remove(&client);
+            if clients.is_empty() {
+                listeners.remove(name);
+            }
+        }
+    }
+
+    /// Delivers to this node's subscribers of `channel` and of the patterns
+    /// matching it; answers how many received it.
+    pub fn publish(&self, channel: &Bytes, message: &Bytes, limits: OutputLimits) -> usize {
+        let mut received = 0;
+        let direct: Vec<Arc<Subscriber>> = lock(&self.channels)
+            .get(channel)
+            .map(|clients| clients.values().cloned().collect())
+            .unwrap_or_default();
+        let frame = Frame::Push(vec![
+            Frame::bulk("message"),
+            Frame::Bulk(channel.clone()),
+            Frame::Bulk(message.clone()),
+        ]);
+        for subscriber in direct {
+            subscriber.deliver(&frame, limits);
+            received += 1;
+        }
+        let matching: Vec<(Bytes, Vec<Arc<Subscriber>>)> = lock(&self.patterns)
+            .iter()
+            .filter(|(pattern, _)| glob_match(pattern, channel, false))
+            .map(|(pattern, clients)| (pattern.clone(), clients.values().cloned().collect()))
+            .collect();
+        for (pattern, subscribers) in matching {
+            let frame = Frame::Push(vec![
+                Frame::bulk("pmessage"),
+                Frame::Bulk(pattern),
+                Frame::Bulk(channel.clone()),
+                Frame::Bulk(message.clone()),
+            ]);
+            for subscriber in subscribers {
+                subscriber.deliver(&frame, limits);
+                received += 1;
+            }
+        }
+        received
+    }
+
+    /// SPUBLISH: delivers to this node's subscribers of a shard channel.
+    pub fn publish_shard(&self, channel: &Bytes, message: &Bytes, limits: OutputLimits) -> usize {
+        let subscribers: Vec<Arc<Subscriber>> = lock(&self.shard_channels)
+            .get(channel)
+            .map(|clients| clients.values().cloned().collect())
+            .unwrap_or_default();
+        let frame = Frame::Push(vec![
+            Frame::bulk("smessage"),
+            Frame::Bulk(channel.clone()),
+            Frame::Bulk(message.clone()),
+        ]);
+        for subscriber in &subscribers {
+            subscriber.deliver(&frame, limits);
+        }
+        subscribers.len()
+    }
+
+    /// Active channels (with at least one subscriber) matching `pattern`.
+    pub fn active(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
+        lock(self.listeners(kind))
+            .keys()
+            .filter(|name| pattern.is_none_or(|pattern| glob_match(pattern, name, false)))
+            .cloned()
+            .collect()
+    }
+
+    pub fn count(&self, kind: Kind, name: &[u8]) -> usize {
+        lock(self.listeners(kind))
+            .get(name)
+            .map_or(0, BTreeMap::len)
+    }
+
+    /// Distinct patterns subscribed to.
+    pub fn pattern_count(&self) -> usize {
+        lock(&self.patterns).len()
+    }
+
+    /// Removes every subscription of a closing connection.
+    pub fn forget(&self, client: u64, subscriptions: &Subscriptions) {
+        for (kind, names) in subscriptions.all() {
+            for name in names {
+                self.unsubscribe(kind, name, client);
+            }
+        }
+    }
+}
+
+/// One connection's subscriptions, by kind.
+#[derive(Default)]
+pub struct Subscriptions {
+    pub subscriber: Option<Arc<Subscriber>>,
+    pub channels: BTreeSet<Bytes>,
+    pub patterns: BTreeSet<Bytes>,
+    pub shard_channels: BTreeSet<Bytes>,
+}
+
+impl Subscriptions {
+    pub fn set(&mut self, kind: Kind) -> &mut BTreeSet<Bytes> {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::ShardChannel => &mut self.shard_channels,
+        }
+    }
+
+    fn all(&self) -> [(Kind, &BTreeSet<Bytes>); 3] {
+        [
+            (Kind::Channel, &self.channels),
+            (Kind::Pattern, &self.patterns),
+            (Kind::ShardChannel, &self.shard_channels),
+        ]
+    }
+
+    /// Whether the connection is in subscribed mode.
+    pub fn active(&self) -> bool {
+        !(self.channels.is_empty() && self.patterns.is_empty() && self.shard_channels.is_empty())
+    }
+
+    /// The count Redis reports after (un)subscribing: channels and patterns
+    /// together, shard channels on their own.
+    pub fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::ShardChannel => self.shard_channels.len(),
+            _ => self.channels.len() + self.patterns.len(),
+        }
+    }
+}
+
+/// On a cluster node, where a shard channel command must run: `Some(reply)`
+/// (MOVED, CROSSSLOT ...) when not here.
+fn shard_channel_refusal(
+    shared: &Shared,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+) -> Option<Frame> {
+    let node = shared.cluster.as_ref()?;
+    match node.target(spec, arguments) {
+        Target::Reply(reply) => Some(reply),
+        Target::Local(_) | Target::Unsharded => None,
+    }
+}
+
+/// SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their UN- forms: one reply per
+/// channel, as Redis sends them.
+pub fn subscription_command(
+    shared: &Shared,
+    session: &mut Session,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+) -> Vec<Frame> {
+    let name = spec.name;
+    let kind = match name {
+        "ssubscribe" | "sunsubscribe" => Kind::ShardChannel,
+        "psubscribe" | "punsubscribe" => Kind::Pattern,
+        _ => Kind::Channel,
+    };
+    if kind == Kind::ShardChannel && arguments.len() > 1 {
+        if let Some(refusal) = shard_channel_refusal(shared, spec, arguments) {
+            return vec![refusal];
+        }
+    }
+    let client = session.client.id;
+    let mut replies = Vec::new();
+    if name.contains("unsubscribe") {
+        let names: Vec<Bytes> = if arguments.len() > 1 {
+            arguments[1..].to_vec()
+        } else {
+            session.subscriptions.set(kind).iter().cloned().collect()
+        };
+        if names.is_empty() {
+            replies.push(Frame::Push(vec![
+                Frame::bulk(name.to_string()),
+                Frame::Null,
+                Frame::Integer(session.subscriptions.count(kind) as i64),
+            ]));
+        }
+        for channel in names {
+            if session.subscriptions.set(kind).remove(&channel) {
+                shared.pubsub.unsubscribe(kind, &channel, client);
+            }
+            replies.push(Frame::Push(vec![
+                Frame::bulk(name.to_string()),
+                Frame::Bulk(channel),
+                Frame::Integer(session.subscriptions.count(kind) as i64),
+            ]));
+        }
+        if !session.subscriptions.active() {
+            session.subscriptions.subscriber = None;
+        }
+    } else {
+        let subscriber = session
+            .subscriptions
+            .subscriber
+            .get_or_insert_with(|| Subscriber::new(session.client.clone(), session.protocol))
+            .clone();
+        for channel in &arguments[1..] {
+            if session.subscriptions.set(kind).insert(channel.clone()) {
+                shared.pubsub.subscribe(kind, channel, &subscriber);
+            }
+            replies.push(Frame::Push(vec![
+                Frame::bulk(name.to_string()),
+                Frame::Bulk(channel.clone()),
+                Frame::Integer(session.subscriptions.count(kind) as i64),
+            ]));
+        }
+    }
+    replies
+}
+
+/// PUBLISH (here, and forwarded to the other nodes of a cluster), SPUBLISH
+/// (on the node serving the channel's slot) and SLOTRAFT PUBLISH-LOCAL (a
+/// forwarded PUBLISH).
+pub fn publish_command(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes]) -> Frame {
+    let limits = OutputLimits::parse(
+        shared
+            .config()
+            .get("client-output-buffer-limit")
+            .unwrap_or_default(),
+    );
+    match spec.name {
+        "spublish" => {
+            if let Some(refusal) = shard_channel_refusal(shared, spec, arguments) {
+                return refusal;
+            }
+            let received = shared
+                .pubsub
+                .publish_shard(&arguments[1], &arguments[2], limits);
+            Frame::Integer(received as i64)
+        }
+        "slotraft|publish-local" => {
+            let received = shared.pubsub.publish(&arguments[2], &arguments[3], limits);
+            Frame::Integer(received as i64)
+        }
+        _ => {
+            let received = shared.pubsub.publish(&arguments[1], &arguments[2], limits);
+            if let Some(forwarder) = &shared.forwarder {
+                forwarder.forward(&arguments[1], &arguments[2]);
+            }
+            Frame::Integer(received as i64)
+        }
+    }
+}
+
+const PUBSUB_HELP: &[&str] = &[
+    "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANNELS [<pattern>]",
+    "    Return the currently active channels matching a <pattern> (default: '*').",
+    "NUMPAT",
+    "    Return number of subscriptions to patterns.",
+    "NUMSUB [<channel> ...]",
+    "    Return the number of subscribers for the specified channels, excluding",
+    "    pattern subscriptions(default: no channels).",
+    "SHARDCHANNELS [<pattern>]",
+    "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+    "SHARDNUMSUB [<shardchannel> ...]",
+    "    Return the number of subscribers for the specified shard level channel(s)",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// PUBSUB CHANNELS / NUMSUB / NUMPAT / SHARDCHANNELS / SHARDNUMSUB / HELP
+/// about this node's subscriptions.
+pub fn introspect(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes]) -> Frame {
+    let list = |kind: Kind| -> Frame {
+        if arguments.len() > 3 {
+            return Frame::error_owned(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+                String::from_utf8_lossy(&arguments[1])
+            ));
+        }
+        Frame::Array(
+            shared
+                .pubsub
+                .active(kind, arguments.get(2).map(|pattern| &pattern[..]))
+                .into_iter()
+                .map(Frame::Bulk)
+                .collect(),
+        )
+    };
+    let counts = |kind: Kind| -> Frame {
+        Frame::Map(
+            arguments[2..]
+                .iter()
+                .map(|channel| {
+                    (
+                        Frame::Bulk(channel.clone()),
+                        Frame::Integer(shared.pubsub.count(kind, channel) as i64),
+                    )
+                })
+                .collect(),
+        )
+    };
+    match spec.name {
+        "pubsub|channels" => list(Kind::Channel),
+        "pubsub|shardchannels" => list(Kind::ShardChannel),
+        "pubsub|numsub" => counts(Kind::Channel),
+        "pubsub|shardnumsub" => counts(Kind::ShardChannel),
+        "pubsub|numpat" => Frame::Integer(shared.pubsub.pattern_count() as i64),
+        _ => Frame::Array(
+            PUBSUB_HELP
+                .iter()
+                .map(|line| Frame::Simple(Bytes::copy_from_slice(line.as_bytes())))
+                .collect(),
+        ),
+    }
+}
+
+/// Messages waiting to be forwarded to the other nodes; past it PUBLISH
+/// still delivers locally but the others miss the message (logged).
+const FORWARD_QUEUE: usize = 65_536;
+/// Messages sent to a peer in one write.
+const FORWARD_BATCH: usize = 256;
+const PEER_LIMIT: Duration = Duration::from_secs(2);
+
+/// Forwards PUBLISH to the other nodes of a cluster (`SLOTRAFT PUBLISH-LOCAL`),
+/// over one connection per peer kept open between messages.
+pub struct Forwarder {
+    queue: tokio::sync::mpsc::Sender<(Bytes, Bytes)>,
+}
+
+impl Forwarder {
+    /// Starts the forwarding task; `peers` answers the other nodes' RESP
+    /// addresses at each batch.
+    pub fn start(peers: impl Fn() -> Vec<String> + Send + 'static) -> Forwarder {
+        let (queue, receiver) = tokio::sync::mpsc::channel(FORWARD_QUEUE);
+        tokio::spawn(forward_loop(receiver, peers));
+        Forwarder { queue }
+    }
+
+    pub fn forward(&self, channel: &Bytes, message: &Bytes) {
+        if self
+            .queue
+            .try_send((channel.clone(), message.clone()))
+            .is_err()
+        {
+            tracing::warn!(
+                "the publish forwarding queue is full; a message reaches this node only"
+            );
+        }
+    }
+}
+
+async fn forward_loop(
+    mut receiver: tokio::sync::mpsc::Receiver<(Bytes, Bytes)>,
+    peers: impl Fn() -> Vec<String>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut connections: BTreeMap<String, tokio::net::TcpStream> = BTreeMap::new();
+    while let Some(first) = receiver.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < FORWARD_BATCH {
+            match receiver.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let mut wire = Vec::new();
+        for (channel, message) in &batch {
+            wire.extend(crate::resp_client::encode_request(&[
+                b"SLOTRAFT",
+                b"PUBLISH-LOCAL",
+                channel,
+                message,
+            ]));
+        }
+        for address in peers() {
+            let sent = tokio::time::timeout(PEER_LIMIT, async {
+                if !connections.contains_key(&address) {
+                    let stream = tokio::net::TcpStream::connect(&address).await?;
+                    stream.set_nodelay(true)?;
+                    connections.insert(address.clone(), stream);
+                }
+                let Some(stream) = connections.get_mut(&address) else {
+                    return Ok(());
+                };
+                stream.write_all(&wire).await?;
+                // Read the replies, so the peer never blocks on a full socket.
+                let mut replies = 0;
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while replies < batch.len() {
+                    let count = stream.read(&mut chunk).await?;
+                    if count == 0 {
+                        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+                    }
+                    buffer.extend_from_slice(&chunk[..count]);
+                    while let Ok(Some((_, used))) = resp::parse_reply(&buffer) {
+                        buffer.drain(..used);
+                        replies += 1;
+                    }
+                }
+                Ok::<(), std::io::Error>(())
+            })
+            .await;
+            if !matches!(sent, Ok(Ok(()))) {
+                connections.remove(&address);
+                tracing::debug!(%address, "forwarding PUBLISH failed");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_limits_parse_the_pubsub_class() {
+        assert_eq!(
+            OutputLimits::parse(
+                "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+            ),
+            OutputLimits {
+                hard_bytes: 33554432,
+                soft_bytes: 8388608,
+                soft_seconds: 60
+            }
+        );
+        assert_eq!(
+            OutputLimits::parse("pubsub 1mb 512kb 5"),
+            OutputLimits {
+                hard_bytes: 1 << 20,
+                soft_bytes: 512 << 10,
+                soft_seconds: 5
+            }
+        );
+    }
+}

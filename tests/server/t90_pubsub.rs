@@ -1,0 +1,178 @@
+//! Pub/Sub on a standalone server: reply shapes in RESP2 and RESP3, the
+//! subscribed-mode rules, pattern matching, introspection, and a slow
+//! subscriber cut off by its output-buffer limit.
+
+use slotraft_tests::support::{Raw, Server};
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+#[test]
+fn subscribe_publish_and_unsubscribe_in_resp2() {
+    let server = Server::start(&[]);
+    let mut subscriber = Raw::connect(server.port);
+    subscriber.roundtrip(
+        &["SUBSCRIBE", "news", "sports"],
+        "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$6\r\nsports\r\n:2\r\n",
+    );
+    let mut patterns = Raw::connect(server.port);
+    patterns.roundtrip(
+        &["PSUBSCRIBE", "n*"],
+        "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:1\r\n",
+    );
+    let mut publisher = Raw::connect(server.port);
+    // One direct subscriber and one pattern subscriber.
+    publisher.roundtrip(&["PUBLISH", "news", "hello"], ":2\r\n");
+    publisher.roundtrip(&["PUBLISH", "nothing-here-either", "x"], ":1\r\n");
+    publisher.roundtrip(&["PUBLISH", "weather", "x"], ":0\r\n");
+    subscriber.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    patterns.expect(b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$5\r\nhello\r\n");
+    patterns
+        .expect(b"*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$19\r\nnothing-here-either\r\n$1\r\nx\r\n");
+    // Introspection.
+    publisher.roundtrip(
+        &["PUBSUB", "CHANNELS"],
+        "*2\r\n$4\r\nnews\r\n$6\r\nsports\r\n",
+    );
+    publisher.roundtrip(&["PUBSUB", "CHANNELS", "s*"], "*1\r\n$6\r\nsports\r\n");
+    publisher.roundtrip(
+        &["PUBSUB", "NUMSUB", "news", "none"],
+        "*4\r\n$4\r\nnews\r\n:1\r\n$4\r\nnone\r\n:0\r\n",
+    );
+    publisher.roundtrip(&["PUBSUB", "NUMPAT"], ":1\r\n");
+    publisher.roundtrip(&["PUBSUB", "SHARDCHANNELS"], "*0\r\n");
+    // UNSUBSCRIBE without arguments leaves every channel, one reply each.
+    subscriber.roundtrip(
+        &["UNSUBSCRIBE"],
+        "*3\r\n$11\r\nunsubscribe\r\n$4\r\nnews\r\n:1\r\n*3\r\n$11\r\nunsubscribe\r\n$6\r\nsports\r\n:0\r\n",
+    );
+    // Out of subscribed mode, ordinary commands run again.
+    subscriber.roundtrip(&["PING"], "+PONG\r\n");
+    // With nothing subscribed, the reply names no channel.
+    subscriber.roundtrip(
+        &["UNSUBSCRIBE"],
+        "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n",
+    );
+    subscriber.roundtrip(
+        &["PUNSUBSCRIBE"],
+        "*3\r\n$12\r\npunsubscribe\r\n$-1\r\n:0\r\n",
+    );
+    publisher.roundtrip(&["PUBLISH", "news", "again"], ":1\r\n");
+    publisher.roundtrip(&["PUBSUB", "CHANNELS"], "*0\r\n");
+}
+
+#[test]
+fn subscribed_mode_allows_only_subscription_commands_in_resp2() {
+    let server = Server::start(&[]);
+    let mut client = Raw::connect(server.port);
+    client.roundtrip(
+        &["SUBSCRIBE", "a"],
+        "*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n",
+    );
+    client.roundtrip(
+        &["GET", "x"],
+        "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n",
+    );
+    client.roundtrip(&["PING"], "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    client.roundtrip(&["PING", "hi"], "*2\r\n$4\r\npong\r\n$2\r\nhi\r\n");
+    client.roundtrip(&["RESET"], "+RESET\r\n");
+    client.roundtrip(&["GET", "x"], "$-1\r\n");
+    // RESET left the channel.
+    client.roundtrip(&["PUBLISH", "a", "m"], ":0\r\n");
+}
+
+#[test]
+fn resp3_subscribers_get_push_messages_and_may_run_anything() {
+    let server = Server::start(&[]);
+    let mut client = Raw::connect(server.port);
+    client.command(&[b"HELLO", b"3"]);
+    let _hello = client.read_frame();
+    client.roundtrip(
+        &["SUBSCRIBE", "ch"],
+        ">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
+    client.roundtrip(&["SET", "k", "v"], "+OK\r\n");
+    client.roundtrip(&["PING"], "+PONG\r\n");
+    let mut publisher = Raw::connect(server.port);
+    publisher.roundtrip(&["PUBLISH", "ch", "payload"], ":1\r\n");
+    client.expect(b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$7\r\npayload\r\n");
+    // A connection that publishes to itself gets its reply, then the push.
+    client.roundtrip(
+        &["PUBLISH", "ch", "self"],
+        ":1\r\n>3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$4\r\nself\r\n",
+    );
+}
+
+#[test]
+fn shard_channels_are_separate_from_channels() {
+    let server = Server::start(&[]);
+    let mut subscriber = Raw::connect(server.port);
+    subscriber.roundtrip(
+        &["SSUBSCRIBE", "orders"],
+        "*3\r\n$10\r\nssubscribe\r\n$6\r\norders\r\n:1\r\n",
+    );
+    let mut publisher = Raw::connect(server.port);
+    publisher.roundtrip(&["PUBLISH", "orders", "plain"], ":0\r\n");
+    publisher.roundtrip(&["SPUBLISH", "orders", "sharded"], ":1\r\n");
+    subscriber.expect(b"*3\r\n$8\r\nsmessage\r\n$6\r\norders\r\n$7\r\nsharded\r\n");
+    publisher.roundtrip(
+        &["PUBSUB", "SHARDNUMSUB", "orders"],
+        "*2\r\n$6\r\norders\r\n:1\r\n",
+    );
+    subscriber.roundtrip(
+        &["SUNSUBSCRIBE", "orders"],
+        "*3\r\n$12\r\nsunsubscribe\r\n$6\r\norders\r\n:0\r\n",
+    );
+}
+
+#[test]
+fn a_slow_subscriber_is_disconnected_by_its_output_limit() {
+    let server = Server::start(&[]);
+    let mut admin = Raw::connect(server.port);
+    admin.roundtrip(
+        &[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 256kb 128kb 1",
+        ],
+        "+OK\r\n",
+    );
+    let mut slow = Raw::connect(server.port);
+    slow.roundtrip(
+        &["SUBSCRIBE", "firehose"],
+        "*3\r\n$9\r\nsubscribe\r\n$8\r\nfirehose\r\n:1\r\n",
+    );
+    // The subscriber reads nothing while far more than the socket buffers
+    // and the limit can hold is published.
+    let payload = vec![b'x'; 64 * 1024];
+    let started = Instant::now();
+    let mut publisher = Raw::connect(server.port);
+    let mut disconnected = false;
+    while started.elapsed() < Duration::from_secs(20) {
+        publisher.command(&[b"PUBLISH", b"firehose", &payload]);
+        let receivers = publisher.read_frame();
+        if receivers == resp::Frame::Integer(0) {
+            disconnected = true;
+            break;
+        }
+    }
+    assert!(disconnected, "the subscriber was never cut off");
+    // The server closed the subscriber's connection: after whatever was
+    // already in flight, reading ends.
+    slow.stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut sink = vec![0u8; 1 << 20];
+    loop {
+        match slow.stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => continue,
+        }
+    }
+    publisher.roundtrip(
+        &["PUBSUB", "NUMSUB", "firehose"],
+        "*2\r\n$8\r\nfirehose\r\n:0\r\n",
+    );
+    // The server itself is fine.
+    publisher.roundtrip(&["PING"], "+PONG\r\n");
+}
