@@ -176,3 +176,82 @@ fn a_slow_subscriber_is_disconnected_by_its_output_limit() {
     // The server itself is fine.
     publisher.roundtrip(&["PING"], "+PONG\r\n");
 }
+
+/// The bytes of a RESP2 `pmessage` push.
+fn pmessage(pattern: &str, channel: &str, message: &str) -> Vec<u8> {
+    let mut wire = b"*4\r\n$8\r\npmessage\r\n".to_vec();
+    for part in [pattern, channel, message] {
+        wire.extend(format!("${}\r\n{part}\r\n", part.len()).into_bytes());
+    }
+    wire
+}
+
+#[test]
+fn keyspace_notifications_follow_the_configured_classes() {
+    let server = Server::start(&[]);
+    let mut admin = Raw::connect(server.port);
+    admin.roundtrip(
+        &["CONFIG", "SET", "notify-keyspace-events", "KEq"],
+        "-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.\r\n",
+    );
+    admin.roundtrip(
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+        "+OK\r\n",
+    );
+    admin.roundtrip(
+        &["CONFIG", "GET", "notify-keyspace-events"],
+        "*2\r\n$22\r\nnotify-keyspace-events\r\n$3\r\nAKE\r\n",
+    );
+    let mut events = Raw::connect(server.port);
+    events.roundtrip(
+        &["PSUBSCRIBE", "__key*__:*"],
+        "*3\r\n$10\r\npsubscribe\r\n$10\r\n__key*__:*\r\n:1\r\n",
+    );
+    let both = |key: &str, event: &str| -> Vec<u8> {
+        let mut wire = pmessage("__key*__:*", &format!("__keyspace@0__:{key}"), event);
+        wire.extend(pmessage(
+            "__key*__:*",
+            &format!("__keyevent@0__:{event}"),
+            key,
+        ));
+        wire
+    };
+    admin.roundtrip(&["SET", "k", "v"], "+OK\r\n");
+    events.expect(&both("k", "set"));
+    admin.roundtrip(&["INCR", "n"], ":1\r\n");
+    events.expect(&both("n", "incrby"));
+    // A pop that empties the list also deletes the key.
+    admin.roundtrip(&["RPUSH", "l", "a"], ":1\r\n");
+    admin.roundtrip(&["LPOP", "l"], "$1\r\na\r\n");
+    events.expect(&both("l", "rpush"));
+    events.expect(&both("l", "lpop"));
+    events.expect(&both("l", "del"));
+    // Writes that change nothing raise nothing; the next event comes first.
+    admin.roundtrip(&["DEL", "missing"], ":0\r\n");
+    admin.roundtrip(&["SADD", "s", "m"], ":1\r\n");
+    admin.roundtrip(&["SADD", "s", "m"], ":0\r\n");
+    admin.roundtrip(&["HSET", "h", "f", "1"], ":1\r\n");
+    events.expect(&both("s", "sadd"));
+    events.expect(&both("h", "hset"));
+    admin.roundtrip(&["RENAME", "k", "k2"], "+OK\r\n");
+    events.expect(&both("k", "rename_from"));
+    events.expect(&both("k2", "rename_to"));
+    // Expiry raises `expired` (here found by the next read of the key).
+    admin.roundtrip(&["PEXPIRE", "k2", "1"], ":1\r\n");
+    events.expect(&both("k2", "expire"));
+    std::thread::sleep(Duration::from_millis(20));
+    admin.roundtrip(&["GET", "k2"], "$-1\r\n");
+    events.expect(&both("k2", "expired"));
+    // Only the classes asked for: generic events only, keyevent channels only.
+    admin.roundtrip(
+        &["CONFIG", "SET", "notify-keyspace-events", "Eg"],
+        "+OK\r\n",
+    );
+    admin.roundtrip(&["SET", "a", "1"], "+OK\r\n");
+    admin.roundtrip(&["DEL", "a"], ":1\r\n");
+    events.expect(&pmessage("__key*__:*", "__keyevent@0__:del", "a"));
+    admin.roundtrip(&["CONFIG", "SET", "notify-keyspace-events", ""], "+OK\r\n");
+    admin.roundtrip(&["SET", "b", "1"], "+OK\r\n");
+    admin.roundtrip(&["PUBLISH", "__keyevent@0__:marker", "m"], ":1\r\n");
+    events.expect(&pmessage("__key*__:*", "__keyevent@0__:marker", "m"));
+}

@@ -73,6 +73,9 @@ pub struct Db {
     pub expired_keys: u64,
     /// The per-slot key index, when enabled (see [`Db::enable_slot_index`]).
     slots: Option<SlotIndex>,
+    /// Keys deleted by expiry since the last [`Db::take_expired`], kept only
+    /// while keyspace notifications are on (not replicated state).
+    expired_log: Option<Vec<Bytes>>,
 }
 
 impl Db {
@@ -83,6 +86,31 @@ impl Db {
             expire_cursor: 0,
             expired_keys: 0,
             slots: None,
+            expired_log: None,
+        }
+    }
+
+    /// Starts or stops recording the keys expiry deletes (for `expired`
+    /// keyspace events).
+    pub fn record_expired(&mut self, on: bool) {
+        match (on, &self.expired_log) {
+            (true, None) => self.expired_log = Some(Vec::new()),
+            (false, Some(_)) => self.expired_log = None,
+            _ => {}
+        }
+    }
+
+    /// The keys expiry deleted since the last call (empty unless recording).
+    pub fn take_expired(&mut self) -> Vec<Bytes> {
+        match &mut self.expired_log {
+            Some(log) if !log.is_empty() => std::mem::take(log),
+            _ => Vec::new(),
+        }
+    }
+
+    fn log_expired(&mut self, key: &[u8]) {
+        if let Some(log) = &mut self.expired_log {
+            log.push(Bytes::copy_from_slice(key));
         }
     }
 
@@ -179,6 +207,9 @@ impl Db {
                     index.remove(key);
                 }
                 self.expired_keys += 1;
+                if let Some(log) = &mut self.expired_log {
+                    log.push(Bytes::copy_from_slice(key));
+                }
                 None
             }
             Lookup::Missing => None,
@@ -410,6 +441,7 @@ impl Db {
             let key = key.to_vec();
             self.remove(&key);
             self.expired_keys += 1;
+            self.log_expired(&key);
         }
         // Every try hit an expired key: answer with one more pick, as Redis does
         // when all keys have a TTL, after reclaiming what we could.
@@ -463,6 +495,7 @@ impl Db {
             let expired_now = expired_keys.len();
             for key in expired_keys {
                 self.remove(&key);
+                self.log_expired(&key);
             }
             self.expired_keys += expired_now as u64;
             deleted += expired_now;

@@ -94,6 +94,8 @@ pub struct KeyspaceConfig {
     pub replicated: bool,
     /// How scripting commands find their engine (None: they answer an error).
     pub scripting: Option<ScriptingSetup>,
+    /// `notify-keyspace-events` as [`crate::notify::class`] bits (0: off).
+    pub notify_flags: u32,
     /// `lua-instruction-limit`: the Lua VM instructions one script may run
     /// before it is stopped. It decides outcomes, so every replica of a group
     /// must use the same value.
@@ -110,6 +112,7 @@ impl Default for KeyspaceConfig {
             cluster_mode: false,
             replicated: false,
             scripting: None,
+            notify_flags: 0,
             script_instruction_limit: DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
         }
     }
@@ -149,7 +152,7 @@ const LFU_INITIAL_COUNTER: u32 = 5;
 /// under a lock and serialized later).
 #[derive(Clone)]
 pub struct Keyspace {
-    dbs: Vec<Db>,
+    pub(crate) dbs: Vec<Db>,
     pub config: KeyspaceConfig,
     pub stats: Stats,
     /// Keys that received list elements since the last
@@ -168,6 +171,11 @@ pub struct Keyspace {
     pub scripts: ScriptStore,
     /// The script engine, built on first use (derived state).
     pub(crate) engine: EngineSlot,
+    /// Keyspace events recorded since the last [`Keyspace::take_events`]
+    /// (only while notifications are on; not replicated state).
+    pub(crate) events: Vec<crate::notify::Event>,
+    /// Whether the databases record expired keys for events.
+    pub(crate) recording_expired: bool,
 }
 
 impl Keyspace {
@@ -188,6 +196,8 @@ impl Keyspace {
             slot_states: BTreeMap::new(),
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
+            events: Vec::new(),
+            recording_expired: false,
         }
     }
 
@@ -210,6 +220,8 @@ impl Keyspace {
             slot_states,
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
+            events: Vec::new(),
+            recording_expired: false,
         }
     }
 

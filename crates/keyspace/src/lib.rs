@@ -19,6 +19,7 @@ pub mod hll;
 pub mod indexed;
 mod keyspace;
 pub mod list;
+pub mod notify;
 pub mod rng;
 pub mod scripts;
 pub mod set;
@@ -58,6 +59,113 @@ impl Keyspace {
     /// commands whose keys hash to different slots (the node refuses those
     /// first), run.
     pub fn execute(
+        &mut self,
+        spec: &CommandSpec,
+        context: &mut Context,
+        arguments: &[Bytes],
+    ) -> Frame {
+        if self.config.notify_flags != 0 || self.recording_expired {
+            return self.execute_notifying(spec, context, arguments);
+        }
+        self.execute_quietly(spec, context, arguments)
+    }
+
+    /// Runs a command and records the keyspace events it raises (see
+    /// [`notify`]).
+    fn execute_notifying(
+        &mut self,
+        spec: &CommandSpec,
+        context: &mut Context,
+        arguments: &[Bytes],
+    ) -> Frame {
+        let on = notify::publishes(self.config.notify_flags);
+        if on != self.recording_expired {
+            for db in &mut self.dbs {
+                db.record_expired(on);
+            }
+            self.recording_expired = on;
+        }
+        if !on {
+            return self.execute_quietly(spec, context, arguments);
+        }
+        let db = context.db;
+        let keys: Vec<Bytes> = if spec.is_write() {
+            spec.key_positions(arguments)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|position| arguments.get(position).cloned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let now_ms = context.now_ms;
+        let existed: Vec<bool> = keys
+            .iter()
+            .map(|key| self.dbs[db].peek(key, now_ms).is_some())
+            .collect();
+        let dirty = self.stats.dirty;
+        let reply = self.execute_quietly(spec, context, arguments);
+        self.collect_expired();
+        if matches!(reply, Frame::Error(_)) || self.stats.dirty == dirty {
+            return reply;
+        }
+        let class = notify::class_of(spec.group);
+        for (index, (key, existed)) in keys.iter().zip(existed).enumerate() {
+            let exists = self.dbs[db].peek(key, now_ms).is_some();
+            if !existed && !exists {
+                continue;
+            }
+            if !existed {
+                self.record_event(db, notify::class::NEW, "new", key);
+            }
+            let name = notify::event_name(spec.name, index);
+            self.record_event(db, class, name, key);
+            // A key that moved away (RENAME, MOVE) was not deleted.
+            if existed && !exists && !matches!(name, "del" | "rename_from" | "move") {
+                self.record_event(db, notify::class::GENERIC, "del", key);
+            }
+            // SET with EX/PX/EXAT/PXAT, SETEX and PSETEX also set a TTL.
+            if matches!(spec.name, "set" | "setex" | "psetex")
+                && self.dbs[db]
+                    .peek(key, now_ms)
+                    .is_some_and(|entry| entry.expire_at_ms().is_some())
+            {
+                self.record_event(db, notify::class::GENERIC, "expire", key);
+            }
+        }
+        reply
+    }
+
+    fn record_event(&mut self, db: usize, class: u32, name: &'static str, key: &Bytes) {
+        if self.config.notify_flags & class != 0 && self.events.len() < notify::MAX_EVENTS {
+            self.events.push(notify::Event {
+                db,
+                class,
+                name,
+                key: key.clone(),
+            });
+        }
+    }
+
+    /// Turns keys deleted by expiry into `expired` events.
+    fn collect_expired(&mut self) {
+        for index in 0..self.dbs.len() {
+            for key in self.dbs[index].take_expired() {
+                self.record_event(index, notify::class::EXPIRED, "expired", &key);
+            }
+        }
+    }
+
+    /// The events recorded since the last call, oldest first (expiry by
+    /// [`Keyspace::active_expire_cycle`] included).
+    pub fn take_events(&mut self) -> Vec<notify::Event> {
+        if self.recording_expired {
+            self.collect_expired();
+        }
+        std::mem::take(&mut self.events)
+    }
+
+    fn execute_quietly(
         &mut self,
         spec: &CommandSpec,
         context: &mut Context,

@@ -91,6 +91,9 @@ pub struct ScriptActivity {
     kill_requested: AtomicBool,
     /// Whether the current run has written.
     wrote: AtomicBool,
+    /// Whether the current run is a function's (FCALL), which FUNCTION KILL
+    /// stops, rather than a script's (EVAL), which SCRIPT KILL stops.
+    function: AtomicBool,
 }
 
 impl ScriptActivity {
@@ -98,10 +101,11 @@ impl ScriptActivity {
         Arc::new(ScriptActivity::default())
     }
 
-    pub fn start(&self, killable: bool) {
+    pub fn start(&self, killable: bool, function: bool) {
         self.kill_requested.store(false, Ordering::SeqCst);
         self.wrote.store(false, Ordering::SeqCst);
         self.killable.store(killable, Ordering::SeqCst);
+        self.function.store(function, Ordering::SeqCst);
         self.run_sequence.fetch_add(1, Ordering::SeqCst);
         self.running.fetch_add(1, Ordering::SeqCst);
     }
@@ -138,6 +142,11 @@ impl ScriptActivity {
 
     pub fn is_killable(&self) -> bool {
         self.killable.load(Ordering::SeqCst)
+    }
+
+    /// Whether the current (or latest) run is a function's.
+    pub fn is_function(&self) -> bool {
+        self.function.load(Ordering::SeqCst)
     }
 
     /// Asks the running script to stop; the engine checks at its next hook.

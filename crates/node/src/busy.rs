@@ -98,14 +98,25 @@ pub fn answer_busy(
                 }
                 continue;
             }
-            Ok(_) => Frame::error(scripting::BUSY),
+            Ok(_) => Frame::error(busy_error()),
         };
         session.reply(output, &reply);
     }
 }
 
-/// SCRIPT KILL and FUNCTION KILL.
-pub fn kill() -> Frame {
+/// The BUSY reply: it names the command that stops the run (SCRIPT KILL for
+/// a script, FUNCTION KILL for a function).
+fn busy_error() -> &'static str {
+    if script_activity().is_function() {
+        scripting::BUSY_FUNCTION
+    } else {
+        scripting::BUSY
+    }
+}
+
+/// SCRIPT KILL (`function_kill` false) and FUNCTION KILL: each stops only
+/// its kind of run, as in Redis; the other kind answers BUSY.
+pub fn kill(function_kill: bool) -> Frame {
     let activity = script_activity();
     if activity.current_run().is_none() {
         return Frame::error(scripting::NOTBUSY);
@@ -117,6 +128,9 @@ pub fn kill() -> Frame {
         return Frame::error(
             "UNKILLABLE The busy script runs through the replicated log: it is applied on every replica alike and stops only at its instruction budget (lua-instruction-limit).",
         );
+    }
+    if activity.is_function() != function_kill {
+        return Frame::error(busy_error());
     }
     activity.request_kill();
     Frame::OK

@@ -224,6 +224,11 @@ fn parse_memory(text: &str) -> Option<i64> {
 /// Validates `value` for `parameter` and returns its canonical text, or the reason
 /// Redis gives.
 fn canonical(parameter: &Parameter, value: &str) -> Result<String, String> {
+    if parameter.name == "notify-keyspace-events" {
+        return keyspace::notify::parse_flags(value)
+            .map(keyspace::notify::flags_text)
+            .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".to_string());
+    }
     match parameter.kind {
         Kind::Integer { min, max } => {
             let number: i64 = value

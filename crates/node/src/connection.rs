@@ -129,6 +129,19 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
     shared.clients.unregister(client.id);
 }
 
+/// Publishes the keyspace events the keyspace recorded (nothing to do, and
+/// nearly free, while `notify-keyspace-events` is empty).
+pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspace) {
+    let flags = keyspace.config.notify_flags;
+    if flags == 0 {
+        return;
+    }
+    let events = keyspace.take_events();
+    if !events.is_empty() {
+        crate::pubsub::publish_events(&shared.pubsub, flags, events);
+    }
+}
+
 /// Writes `output`; false when the connection is gone or the client was
 /// killed meanwhile (a subscriber that stopped reading is killed by its
 /// output limit while its socket is full).
@@ -390,6 +403,9 @@ fn run_requests(
         }
         drop(requests);
         serve_blocked_clients(shared, &mut store, now_ms);
+        if let Some(store) = &mut store {
+            publish_keyspace_events(shared, &mut store.keyspace);
+        }
         if let Some(error) = parse_error {
             encode(
                 &Frame::error_owned(format!("ERR {error}")),
@@ -514,6 +530,12 @@ fn exec<'a>(
             Handler::Node | Handler::Container => {
                 // Connection and server commands (SELECT, CLIENT ...) run in
                 // place, outside the keyspace lock.
+                if let Some(held) = store.as_mut() {
+                    publish_keyspace_events(shared, &mut held.keyspace);
+                }
+                if let Some(held) = store.as_mut() {
+                    publish_keyspace_events(shared, &mut held.keyspace);
+                }
                 *store = None;
                 session::execute(shared, session, spec, &arguments)
                     .0
@@ -642,6 +664,9 @@ fn execute_request<'a>(
         Handler::Node | Handler::Container => {
             // Node commands may take other locks or change limits: release the
             // keyspace first.
+            if let Some(held) = store.as_mut() {
+                publish_keyspace_events(shared, &mut held.keyspace);
+            }
             *store = None;
             let (reply, flow) = session::execute(shared, session, spec, arguments);
             parser.set_limits(limits(shared));

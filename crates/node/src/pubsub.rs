@@ -168,6 +168,44 @@ pub struct PubSub {
     channels: Mutex<Listeners>,
     patterns: Mutex<Listeners>,
     shard_channels: Mutex<Listeners>,
+    /// The pubsub class of `client-output-buffer-limit`, kept current by
+    /// CONFIG SET.
+    limits: Mutex<OutputLimits>,
+}
+
+/// The process's subscriptions: shared by the connections and by the shard
+/// replicas that publish keyspace events.
+pub fn registry() -> Arc<PubSub> {
+    static REGISTRY: std::sync::OnceLock<Arc<PubSub>> = std::sync::OnceLock::new();
+    REGISTRY
+        .get_or_init(|| {
+            let pubsub = PubSub::default();
+            pubsub.set_limits(OutputLimits::parse(""));
+            Arc::new(pubsub)
+        })
+        .clone()
+}
+
+/// Publishes keyspace events on `__keyspace@<db>__:<key>` (message: the
+/// event) and `__keyevent@<db>__:<event>` (message: the key), as the flags ask.
+pub fn publish_events(pubsub: &PubSub, flags: u32, events: Vec<keyspace::notify::Event>) {
+    use keyspace::notify::class;
+    let limits = pubsub.limits();
+    for event in events {
+        if flags & class::KEYSPACE != 0 {
+            let mut channel = format!("__keyspace@{}__:", event.db).into_bytes();
+            channel.extend_from_slice(&event.key);
+            pubsub.publish(
+                &Bytes::from(channel),
+                &Bytes::from_static(event.name.as_bytes()),
+                limits,
+            );
+        }
+        if flags & class::KEYEVENT != 0 {
+            let channel = format!("__keyevent@{}__:{}", event.db, event.name);
+            pubsub.publish(&Bytes::from(channel), &event.key, limits);
+        }
+    }
 }
 
 /// Which kind of subscription.
@@ -185,6 +223,20 @@ fn lock(listeners: &Mutex<Listeners>) -> MutexGuard<'_, Listeners> {
 }
 
 impl PubSub {
+    pub fn set_limits(&self, limits: OutputLimits) {
+        *self
+            .limits
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = limits;
+    }
+
+    pub fn limits(&self) -> OutputLimits {
+        *self
+            .limits
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn listeners(&self, kind: Kind) -> &Mutex<Listeners> {
         match kind {
             Kind::Channel => &self.channels,
@@ -420,12 +472,7 @@ pub fn subscription_command(
 /// (on the node serving the channel's slot) and SLOTRAFT PUBLISH-LOCAL (a
 /// forwarded PUBLISH).
 pub fn publish_command(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes]) -> Frame {
-    let limits = OutputLimits::parse(
-        shared
-            .config()
-            .get("client-output-buffer-limit")
-            .unwrap_or_default(),
-    );
+    let limits = shared.pubsub.limits();
     match spec.name {
         "spublish" => {
             if let Some(refusal) = shard_channel_refusal(shared, spec, arguments) {

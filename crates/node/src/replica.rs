@@ -75,6 +75,10 @@ impl ApplyObserver for ReadyKeys {
         }
         self.notify.notify_one();
     }
+
+    fn events(&self, flags: u32, events: Vec<keyspace::notify::Event>) {
+        crate::pubsub::publish_events(&crate::pubsub::registry(), flags, events);
+    }
 }
 
 /// Parses `ID=HOST:PORT@RAFTPORT,...` (RESP address, then the Raft port).

@@ -53,7 +53,7 @@ pub struct Shared {
     /// The port actually bound (the configured one may be 0).
     pub bound_port: AtomicU64,
     /// This node's Pub/Sub subscriptions.
-    pub pubsub: crate::pubsub::PubSub,
+    pub pubsub: Arc<crate::pubsub::PubSub>,
     /// A cluster node's forwarding of PUBLISH to the other nodes.
     pub forwarder: Option<crate::pubsub::Forwarder>,
     shutdown: watch::Sender<bool>,
@@ -135,7 +135,7 @@ impl Shared {
             run_id,
             active_expire_enabled: AtomicBool::new(true),
             bound_port: AtomicU64::new(0),
-            pubsub: crate::pubsub::PubSub::default(),
+            pubsub: crate::pubsub::registry(),
             forwarder: None,
             shutdown,
         })
@@ -181,6 +181,12 @@ pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig) {
     keyspace.lfu_log_factor = config.lfu_log_factor();
     keyspace.lfu_decay_time_minutes = config.lfu_decay_time();
     keyspace.script_instruction_limit = config.lua_instruction_limit();
+    keyspace.notify_flags =
+        keyspace::notify::parse_flags(config.get("notify-keyspace-events").unwrap_or_default())
+            .unwrap_or(0);
+    crate::pubsub::registry().set_limits(crate::pubsub::OutputLimits::parse(
+        config.get("client-output-buffer-limit").unwrap_or_default(),
+    ));
     if keyspace.scripting.is_none() {
         keyspace.scripting = Some(scripting::setup(script_activity()));
     }
@@ -271,7 +277,9 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
         if script_activity().current_run().is_some() {
             continue;
         }
-        shared.store().keyspace.active_expire_cycle(now_ms);
+        let mut store = shared.store();
+        store.keyspace.active_expire_cycle(now_ms);
+        crate::connection::publish_keyspace_events(&shared, &mut store.keyspace);
     }
 }
 

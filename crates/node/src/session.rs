@@ -272,7 +272,8 @@ pub fn execute(
             crate::pubsub::publish_command(shared, spec, arguments)
         }
         name if name.starts_with("pubsub|") => crate::pubsub::introspect(shared, spec, arguments),
-        "script|kill" | "function|kill" => crate::busy::kill(),
+        "script|kill" => crate::busy::kill(false),
+        "function|kill" => crate::busy::kill(true),
         "shutdown" => return shutdown(shared, arguments),
         "debug" => debug(shared, session, arguments),
         "config|get" => config_get(shared, arguments),
@@ -509,6 +510,12 @@ fn config_set(shared: &Shared, arguments: &[Bytes]) -> Frame {
     }
     let config = config.clone();
     apply_keyspace_config(&config, &mut shared.store().keyspace);
+    if let Some(node) = &shared.cluster {
+        for replica in node.local_shards() {
+            let mut state = replication::state_machine::lock(&replica.group.state);
+            apply_keyspace_config(&config, &mut state.keyspace);
+        }
+    }
     Frame::OK
 }
 

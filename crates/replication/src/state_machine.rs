@@ -19,7 +19,7 @@
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
@@ -57,12 +57,29 @@ pub fn lock(state: &SharedState) -> MutexGuard<'_, ShardState> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// [`lock`] for the state machine's worker. A read-only script served on this
+/// replica (EVAL_RO to a READONLY connection) holds the state for as long as
+/// it runs; blocking the runtime's worker on the lock meanwhile would stop the
+/// whole node (Raft RPCs, BUSY replies, SCRIPT KILL) until the script ends. So
+/// a wait happens off the worker ([`crate::runtime::long_running`]).
+pub fn lock_off_worker(state: &SharedState) -> MutexGuard<'_, ShardState> {
+    match state.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => crate::runtime::long_running(|| lock(state)),
+    }
+}
+
 /// Told, after every applied batch, which keys received elements in it (list
 /// pushes and the like), in the order they first did: the node wakes clients
 /// blocked on them. Every replica drains the keys, leader or not, so they never
 /// pile up.
 pub trait ApplyObserver: Send + Sync + 'static {
     fn applied(&self, ready: Vec<(usize, Bytes)>);
+
+    /// The keyspace events the batch raised (`notify-keyspace-events`), with
+    /// the flags that were in force.
+    fn events(&self, _flags: u32, _events: Vec<keyspace::notify::Event>) {}
 }
 
 /// A snapshot as openraft moves it around: a file on local disk.
@@ -259,7 +276,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
-        let state = lock(&self.state);
+        let state = lock_off_worker(&self.state);
         Ok((state.last_applied, state.membership.clone()))
     }
 
@@ -271,7 +288,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
             let response = {
-                let mut state = lock(&self.state);
+                let mut state = lock_off_worker(&self.state);
                 state.last_applied = Some(entry.log_id);
                 match &entry.payload {
                     EntryPayload::Blank => Response::default(),
@@ -290,9 +307,21 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 pending.push((responder, response));
             }
         }
-        let ready = lock(&self.state).keyspace.take_ready_keys();
+        let (ready, flags, events) = {
+            let mut state = lock(&self.state);
+            let flags = state.keyspace.config.notify_flags;
+            let events = if flags != 0 {
+                state.keyspace.take_events()
+            } else {
+                Vec::new()
+            };
+            (state.keyspace.take_ready_keys(), flags, events)
+        };
         if let (Some(observer), false) = (&self.observer, ready.is_empty()) {
             observer.applied(ready);
+        }
+        if let (Some(observer), false) = (&self.observer, events.is_empty()) {
+            observer.events(flags, events);
         }
         for (responder, response) in pending {
             responder.send(response);
@@ -301,7 +330,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        let state = lock(&self.state);
+        let state = lock_off_worker(&self.state);
         SnapshotBuilder {
             keyspace: Some(state.keyspace.clone()),
             meta: SnapshotMeta {
@@ -342,7 +371,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             sync_dir(&self.dir)?;
         }
         {
-            let mut state = lock(&self.state);
+            let mut state = lock_off_worker(&self.state);
             state.keyspace = keyspace;
             state.last_applied = meta.last_log_id;
             state.membership = meta.last_membership.clone();

@@ -37,6 +37,9 @@ pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write
 /// The reply to other commands while a script has run too long.
 pub const BUSY: &str =
     "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+/// The same while a function (FCALL) has run too long.
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 
 /// How a keyspace builds its engine; `activity` is the board the node
 /// watches for BUSY and SCRIPT KILL.

@@ -60,6 +60,13 @@ use crate::sandbox::RunControl;
 pub const REDIS_VERSION: &str = "7.2.4";
 pub const REDIS_VERSION_NUM: i64 = 0x0007_0204;
 
+/// The error the `redis` table's functions raise, as Redis's do: an error
+/// table (`ERR <message>`), so the reply names the script's position but the
+/// message carries no Lua position of its own, and `pcall` gives its text.
+fn api_error(message: &str) -> mlua::Error {
+    mlua::Error::external(crate::run::ScriptError(error_text(message.as_bytes())))
+}
+
 /// `{field=text}`; a bad argument gives (not raises) Redis's error table.
 fn reply_table(lua: &Lua, field: &str, arguments: MultiValue) -> mlua::Result<Table> {
     let table = lua.create_table_with_capacity(0, 1)?;
@@ -94,7 +101,7 @@ pub fn build(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Table> {
         "sha1hex",
         lua.create_function(|lua, arguments: MultiValue| {
             if arguments.len() != 1 {
-                return Err(mlua::Error::runtime("wrong number of arguments"));
+                return Err(api_error("wrong number of arguments"));
             }
             let bytes = match lua.coerce_string(arguments[0].clone())? {
                 Some(text) => text.as_bytes().to_vec(),
@@ -107,21 +114,15 @@ pub fn build(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Table> {
         "log",
         lua.create_function(|_, arguments: MultiValue| {
             if arguments.len() < 2 {
-                return Err(mlua::Error::runtime(
-                    "redis.log() requires two arguments or more.",
-                ));
+                return Err(api_error("redis.log() requires two arguments or more."));
             }
             let level = match &arguments[0] {
                 Value::Integer(level) => *level as f64,
                 Value::Number(level) => *level,
-                _ => {
-                    return Err(mlua::Error::runtime(
-                        "First argument must be a number (log level).",
-                    ))
-                }
+                _ => return Err(api_error("First argument must be a number (log level).")),
             };
             if !(0.0..=3.0).contains(&level) {
-                return Err(mlua::Error::runtime("Invalid debug level."));
+                return Err(api_error("Invalid debug level."));
             }
             // The server log is not part of replicated state; scripts' log
             // lines are accepted and dropped.
@@ -134,14 +135,10 @@ pub fn build(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Table> {
             let version = match arguments.front() {
                 Some(Value::Integer(version)) if arguments.len() == 1 => *version as f64,
                 Some(Value::Number(version)) if arguments.len() == 1 => *version,
-                _ => {
-                    return Err(mlua::Error::runtime(
-                        "redis.setresp() requires one argument.",
-                    ))
-                }
+                _ => return Err(api_error("redis.setresp() requires one argument.")),
             };
             if version != 2.0 && version != 3.0 {
-                return Err(mlua::Error::runtime("RESP version must be 2 or 3."));
+                return Err(api_error("RESP version must be 2 or 3."));
             }
             control.resp.store(version as u8, Ordering::SeqCst);
             Ok(())
@@ -154,14 +151,10 @@ pub fn build(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Table> {
             let flags = match arguments.front() {
                 Some(Value::Integer(flags)) if arguments.len() == 1 => *flags as f64,
                 Some(Value::Number(flags)) if arguments.len() == 1 => *flags,
-                _ => {
-                    return Err(mlua::Error::runtime(
-                        "redis.set_repl() requires two arguments.",
-                    ))
-                }
+                _ => return Err(api_error("redis.set_repl() requires two arguments.")),
             };
             if !(0.0..=3.0).contains(&flags) {
-                return Err(mlua::Error::runtime(
+                return Err(api_error(
                     "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.",
                 ));
             }
@@ -183,16 +176,14 @@ pub fn build(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Table> {
         "acl_check_cmd",
         lua.create_function(|_, arguments: MultiValue| {
             let Some(Value::String(name)) = arguments.front() else {
-                return Err(mlua::Error::runtime(
+                return Err(api_error(
                     "Please specify at least one argument for this redis lib call",
                 ));
             };
             match keyspace::commands::lookup(&name.as_bytes()) {
                 // Every client may run every command (no ACL users yet).
                 Some(_) => Ok(true),
-                None => Err(mlua::Error::runtime(
-                    "Invalid command passed to redis.acl_check_cmd()",
-                )),
+                None => Err(api_error("Invalid command passed to redis.acl_check_cmd()")),
             }
         })?,
     )?;

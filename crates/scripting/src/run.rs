@@ -44,7 +44,7 @@ pub fn run(
     // Effects of a run applied from the log happen on every replica: such a
     // run is never killed. Other runs may be, until they write.
     let killable = !keyspace.config.replicated || !context.lazy_expire;
-    control.activity.start(killable);
+    control.activity.start(killable, options.as_function);
     control.resp.store(2, Ordering::SeqCst);
     *control.random.lock().unwrap_or_else(|p| p.into_inner()) = Rng::new(context.rng.next_u64());
     let client_protocol = context.protocol;
