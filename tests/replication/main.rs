@@ -5,3 +5,4 @@ mod t20_history;
 mod t30_snapshots;
 mod t40_blocking;
 mod t50_transactions;
+mod t70_eviction;

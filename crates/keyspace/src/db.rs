@@ -234,6 +234,25 @@ impl Db {
         self.get_mut(key, now_ms).map(|entry| &*entry)
     }
 
+    /// A stored key drawn at random (expired or not), for eviction sampling.
+    pub fn random_stored_key(&self, rng: &mut Rng) -> Option<Vec<u8>> {
+        self.keys
+            .random_entry(|| rng.next_u64())
+            .map(|(key, _)| key.to_vec())
+    }
+
+    /// A key with a TTL drawn at random, for the volatile eviction policies.
+    pub fn random_volatile_key(&self, rng: &mut Rng) -> Option<Vec<u8>> {
+        self.expires
+            .random_entry(|| rng.next_u64())
+            .map(|(key, _)| key.to_vec())
+    }
+
+    /// A stored entry, expired or not, without changing anything.
+    pub fn peek_stored(&self, key: &[u8]) -> Option<&Entry> {
+        self.keys.get(key)
+    }
+
     /// Looks a key up without changing anything; expired keys read as absent.
     pub fn peek(&self, key: &[u8], now_ms: u64) -> Option<&Entry> {
         self.keys.get(key).filter(|entry| !entry.is_expired(now_ms))

@@ -128,6 +128,8 @@ pub struct Stats {
     pub keyspace_misses: u64,
     /// Writes since start (INFO persistence `rdb_changes_since_last_save`).
     pub dirty: u64,
+    /// Keys deleted to stay under `maxmemory` (INFO stats `evicted_keys`).
+    pub evicted_keys: u64,
 }
 
 /// Where a hash slot stands in a migration away from this keyspace. A slot with

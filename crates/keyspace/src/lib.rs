@@ -13,6 +13,7 @@ pub mod dict;
 pub mod digest;
 pub mod dump;
 pub mod errors;
+pub mod evict;
 pub mod glob;
 pub mod hash;
 pub mod hll;

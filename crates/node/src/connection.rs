@@ -636,6 +636,17 @@ fn execute_request<'a>(
     let reply = match spec.handler {
         Handler::Keyspace(_) => {
             let store = store.get_or_insert_with(|| shared.store());
+            if spec.through_log() {
+                if let Some(limit) = crate::evict::limit(shared) {
+                    let state = &mut **store;
+                    if crate::evict::make_room(&mut state.keyspace, &mut state.rng, &limit)
+                        && spec.has(flags::DENYOOM)
+                    {
+                        session.reply(output, &Frame::error(keyspace::evict::OOM));
+                        return Flow::Continue;
+                    }
+                }
+            }
             let seed = store.rng.next_u64();
             let mut context = Context {
                 now_ms,

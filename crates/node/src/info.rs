@@ -204,12 +204,13 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
         }
         "stats" => {
             let stats = &shared.stats;
-            let (hits, misses, expired) = {
+            let (hits, misses, expired, evicted) = {
                 let store = shared.store();
                 (
                     store.keyspace.stats.keyspace_hits,
                     store.keyspace.stats.keyspace_misses,
                     store.keyspace.expired_keys(),
+                    store.keyspace.stats.evicted_keys,
                 )
             };
             out.push_str("# Stats\r\n");
@@ -244,7 +245,7 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                 &stats.rejected_connections.load(Ordering::Relaxed),
             );
             line(&mut out, "expired_keys", &expired);
-            line(&mut out, "evicted_keys", &0);
+            line(&mut out, "evicted_keys", &evicted);
             line(&mut out, "keyspace_hits", &hits);
             line(&mut out, "keyspace_misses", &misses);
             line(

@@ -12,6 +12,7 @@ mod cluster_node;
 mod config;
 mod connection;
 mod dev;
+mod evict;
 mod info;
 mod pubsub;
 mod replica;

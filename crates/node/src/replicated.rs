@@ -336,6 +336,31 @@ async fn run(
                     let last = run
                         .last()
                         .map(|(arguments, spec)| (arguments.clone(), *spec));
+                    if let Some(limit) = crate::evict::limit(shared) {
+                        if replica.group.raft.is_leader()
+                            && crate::evict::make_room_replicated(shared, replica, &limit).await
+                            && run.iter().any(|(_, spec)| spec.has(flags::DENYOOM))
+                        {
+                            // Still over the limit: writes that may grow
+                            // memory are refused, the others still run.
+                            for (arguments, spec) in run {
+                                let reply = if spec.has(flags::DENYOOM) {
+                                    Frame::error(keyspace::evict::OOM)
+                                } else {
+                                    let (replies, _) = propose(
+                                        replica,
+                                        session.db,
+                                        session.protocol,
+                                        vec![(arguments, spec)],
+                                    )
+                                    .await;
+                                    replies.into_iter().next().unwrap_or(Frame::Null)
+                                };
+                                session.reply(output, &reply);
+                            }
+                            continue;
+                        }
+                    }
                     let (mut replies, block) =
                         propose(replica, session.db, session.protocol, run).await;
                     if let (Some(block), Some((arguments, spec))) = (block, last) {

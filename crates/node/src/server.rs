@@ -142,8 +142,12 @@ impl Shared {
     }
 
     /// Locks the keyspace; a panic in another holder does not wedge the server.
+    /// A script holds the keyspace for as long as it runs, and a request may
+    /// pass `busy::wait_for_scripts` just before one starts: waiting for the
+    /// lock then happens off the runtime's worker, so the watchdog, BUSY
+    /// replies and SCRIPT KILL keep running meanwhile.
     pub fn store(&self) -> MutexGuard<'_, Store> {
-        replication::state_machine::lock(&self.store)
+        replication::state_machine::lock_off_worker(&self.store)
     }
 
     pub fn config(&self) -> std::sync::RwLockReadGuard<'_, Config> {

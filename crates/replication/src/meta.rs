@@ -153,9 +153,11 @@ pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
             );
             Frame::Integer(1)
         }
-        Op::Exec { .. } | Op::ExpireTick | Op::SlotState { .. } | Op::DropSlot { .. } => {
-            Frame::error("ERR not a metadata operation")
-        }
+        Op::Exec { .. }
+        | Op::ExpireTick
+        | Op::SlotState { .. }
+        | Op::DropSlot { .. }
+        | Op::Evict { .. } => Frame::error("ERR not a metadata operation"),
     }
 }
 

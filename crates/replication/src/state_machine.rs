@@ -206,6 +206,17 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 aborted: false,
             }
         }
+        Op::Evict { keys } => {
+            let evicted = keys
+                .iter()
+                .filter(|(db, key)| state.keyspace.evict(*db as usize, key))
+                .count();
+            Response {
+                replies: vec![Frame::Integer(evicted as i64)],
+                block: None,
+                aborted: false,
+            }
+        }
         Op::PutTopology { .. } | Op::PutLeader { .. } => {
             let mut context = Context::new(now_ms, request.seed);
             let reply = crate::meta::apply(state, &mut context, &request.op);

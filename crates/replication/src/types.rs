@@ -80,6 +80,9 @@ pub enum Op {
     SlotState { slots: Vec<u16>, state: u8 },
     /// Shard: delete every key of slots that moved away and mark them gone.
     DropSlot { slots: Vec<u16> },
+    /// Shard: delete keys the leader chose to evict under `maxmemory`
+    /// (database, key), each if still present.
+    Evict { keys: Vec<(u32, Bytes)> },
 }
 
 impl Request {
@@ -114,6 +117,7 @@ impl fmt::Display for Request {
                 write!(formatter, "slot-state {} slots={state}", slots.len())
             }
             Op::DropSlot { slots } => write!(formatter, "drop-slot {} slots", slots.len()),
+            Op::Evict { keys } => write!(formatter, "evict {} keys", keys.len()),
         }
     }
 }

@@ -113,6 +113,38 @@ struct Memory {
     meta: Meta,
     /// Committed index last sent to disk.
     committed_persisted: u64,
+    /// Estimated heap bytes of `entries` (see [`entry_bytes`]).
+    bytes: u64,
+}
+
+/// About how many heap bytes an entry held in memory takes: its commands'
+/// arguments plus a fixed overhead per argument and per entry. `maxmemory`
+/// leaves this out of the memory it compares with the limit, as Redis leaves
+/// out its replication buffers.
+fn entry_bytes(entry: &Entry) -> u64 {
+    const ENTRY_OVERHEAD: u64 = 128;
+    const ARGUMENT_OVERHEAD: u64 = 40;
+    match &entry.payload {
+        openraft::EntryPayload::Normal(request) => match &request.op {
+            crate::Op::Exec { commands, .. } => {
+                ENTRY_OVERHEAD
+                    + commands
+                        .iter()
+                        .flatten()
+                        .map(|argument| argument.len() as u64 + ARGUMENT_OVERHEAD)
+                        .sum::<u64>()
+            }
+            crate::Op::Evict { keys } => {
+                ENTRY_OVERHEAD
+                    + keys
+                        .iter()
+                        .map(|(_, key)| key.len() as u64 + ARGUMENT_OVERHEAD)
+                        .sum::<u64>()
+            }
+            _ => ENTRY_OVERHEAD,
+        },
+        _ => ENTRY_OVERHEAD,
+    }
 }
 
 impl Memory {
@@ -183,6 +215,7 @@ impl LogStore {
         Ok(LogStore {
             shared: Arc::new(Shared {
                 memory: Mutex::new(Memory {
+                    bytes: entries.iter().map(entry_bytes).sum(),
                     entries,
                     meta,
                     committed_persisted,
@@ -215,6 +248,11 @@ impl LogStore {
         self.send(make(done))?;
         wait.await
             .map_err(|_| io::Error::other("the log writer has stopped"))?
+    }
+
+    /// Estimated heap bytes of the entries held in memory (not yet purged).
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory().bytes
     }
 
     /// Number of fsyncs the writer has issued (for tests of group commit).
@@ -348,6 +386,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     return Err(io::Error::other("log entry larger than the record limit"));
                 }
                 records.push((entry.log_id.index, payload));
+                memory.bytes += entry_bytes(&entry);
                 memory.entries.push_back(entry);
             }
         }
@@ -363,7 +402,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 .back()
                 .is_some_and(|entry| entry.log_id.index >= index)
             {
-                memory.entries.pop_back();
+                if let Some(entry) = memory.entries.pop_back() {
+                    memory.bytes = memory.bytes.saturating_sub(entry_bytes(&entry));
+                }
             }
         }
         self.send_and_wait(|done| WriteOp::TruncateFrom { index, done })
@@ -378,7 +419,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 .front()
                 .is_some_and(|entry| entry.log_id.index <= log_id.index)
             {
-                memory.entries.pop_front();
+                if let Some(entry) = memory.entries.pop_front() {
+                    memory.bytes = memory.bytes.saturating_sub(entry_bytes(&entry));
+                }
             }
             memory.meta.last_purged = Some(log_id);
             memory.meta.clone()

@@ -1,0 +1,150 @@
+//! `maxmemory`: evicting keys before writes while the process uses more than
+//! the limit, and Redis's OOM reply when nothing more can go.
+//!
+//! Memory is the counting allocator's live bytes (`used_memory`). The
+//! keyspace chooses victims by the policy ([`keyspace::evict`]); a standalone
+//! node deletes them at once, a shard leader proposes them in one log entry
+//! (`Op::Evict`) so every replica deletes the same keys, whatever its own
+//! access data or memory says. Followers never evict on their own.
+
+use std::time::Duration;
+
+use keyspace::evict::Policy;
+use keyspace::{Context, Keyspace};
+use replication::state_machine::lock;
+use replication::{Op, Request};
+
+use crate::alloc;
+use crate::clock;
+use crate::replica::Replica;
+use crate::server::Shared;
+
+/// Victims chosen per round (one log entry on a replica).
+const VICTIMS_PER_ROUND: usize = 32;
+/// Most eviction rounds before one write; memory that does not come down
+/// (held outside the keyspace) must not stall writes forever.
+const MAX_ROUNDS: usize = 64;
+
+/// The `maxmemory` settings in force, if a limit is set.
+#[derive(Debug, Clone, Copy)]
+pub struct Limit {
+    pub max_bytes: usize,
+    pub policy: Policy,
+    pub samples: usize,
+}
+
+pub fn limit(shared: &Shared) -> Option<Limit> {
+    let config = shared.config();
+    let max_bytes: usize = config
+        .get("maxmemory")
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    if max_bytes == 0 {
+        return None;
+    }
+    Some(Limit {
+        max_bytes,
+        policy: config
+            .get("maxmemory-policy")
+            .and_then(Policy::parse)
+            .unwrap_or(Policy::NoEviction),
+        samples: config
+            .get("maxmemory-samples")
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(5),
+    })
+}
+
+fn over(limit: &Limit) -> bool {
+    alloc::allocated_bytes() > limit.max_bytes
+}
+
+/// A replica's memory as compared with the limit: the process's, less what
+/// its groups' Raft logs hold in memory (as Redis leaves replication and AOF
+/// buffers out).
+fn over_replicated(limit: &Limit, logs: u64) -> bool {
+    (alloc::allocated_bytes() as u64).saturating_sub(logs) > limit.max_bytes as u64
+}
+
+/// Standalone: evicts until memory is under the limit; true when it is
+/// still over (nothing left to evict).
+pub fn make_room(keyspace: &mut Keyspace, rng: &mut keyspace::Rng, limit: &Limit) -> bool {
+    let context = Context::new(clock::unix_ms(), rng.next_u64());
+    for _ in 0..MAX_ROUNDS * VICTIMS_PER_ROUND {
+        if !over(limit) {
+            return false;
+        }
+        let Some((db, key)) = keyspace.eviction_victim(limit.policy, limit.samples, rng, &context)
+        else {
+            return true;
+        };
+        keyspace.evict(db, &key);
+    }
+    over(limit)
+}
+
+/// A shard leader: proposes evictions until memory is under the limit; true
+/// when it is still over.
+pub async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit) -> bool {
+    let logs = || -> u64 {
+        match (&shared.cluster, &shared.replica) {
+            (Some(node), _) => node
+                .local_shards()
+                .iter()
+                .map(|replica| replica.group.log.memory_bytes())
+                .sum(),
+            (None, Some(replica)) => replica.group.log.memory_bytes(),
+            (None, None) => 0,
+        }
+    };
+    for _ in 0..MAX_ROUNDS {
+        if !over_replicated(limit, logs()) {
+            return false;
+        }
+        let (keys, seed) = {
+            let mut state = lock(&replica.group.state);
+            let now_ms = clock::unix_ms().max(state.log_time_ms);
+            let seed = state.rng.next_u64();
+            let mut rng = keyspace::Rng::new(state.rng.next_u64());
+            let context = Context::new(now_ms, seed);
+            let mut keys: Vec<(u32, bytes::Bytes)> = Vec::new();
+            // Without deleting, sampling may draw the same keys again: a
+            // bounded number of draws, duplicates skipped.
+            for _ in 0..VICTIMS_PER_ROUND * 4 {
+                match state.keyspace.eviction_victim(
+                    limit.policy,
+                    limit.samples,
+                    &mut rng,
+                    &context,
+                ) {
+                    Some((db, key)) => {
+                        if !keys.iter().any(|(d, k)| *d as usize == db && *k == key) {
+                            keys.push((db as u32, key));
+                        }
+                    }
+                    None => break,
+                }
+                if keys.len() >= VICTIMS_PER_ROUND {
+                    break;
+                }
+            }
+            (keys, seed)
+        };
+        if keys.is_empty() {
+            return true;
+        }
+        let request = Request {
+            now_ms: clock::unix_ms(),
+            seed,
+            op: Op::Evict { keys },
+        };
+        let write = replica.group.raft.client_write(request);
+        if !matches!(
+            tokio::time::timeout(Duration::from_secs(5), write).await,
+            Ok(Ok(_))
+        ) {
+            return over_replicated(limit, logs());
+        }
+    }
+    over_replicated(limit, logs())
+}

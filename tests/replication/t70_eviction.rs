@@ -1,0 +1,61 @@
+//! maxmemory on a replicated shard: the leader chooses the victims and the
+//! log carries them, so every replica deletes the same keys.
+
+use slotraft_tests::support::group::Group;
+use std::time::Duration;
+
+fn info_number(connection: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(connection).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+}
+
+#[test]
+fn evictions_go_through_the_log() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    let used = info_number(&mut connection, "memory", "used_memory");
+    // Room for a few hundred 1 KB values beyond what the leader uses now.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-random")
+        .arg("maxmemory")
+        .arg(used + 4_000_000)
+        .query(&mut connection)
+        .unwrap();
+    let value = vec![b'v'; 1000];
+    // Pipelined: a run of writes becomes one entry, evictions go before it.
+    for batch in 0..160 {
+        let mut pipe = redis::pipe();
+        for index in batch * 50..(batch + 1) * 50 {
+            pipe.cmd("SET")
+                .arg(format!("k:{index}"))
+                .arg(&value)
+                .ignore();
+        }
+        let _: () = pipe.query(&mut connection).unwrap();
+    }
+    let evicted = info_number(&mut connection, "stats", "evicted_keys");
+    assert!(evicted > 0, "nothing was evicted");
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
+    assert_eq!(keys + evicted, 8000);
+    // Every replica deleted exactly the same keys.
+    let applied: u64 = group
+        .info_field(leader, "raft_last_applied")
+        .and_then(|value| value.parse().ok())
+        .unwrap();
+    group.wait_applied(applied, Duration::from_secs(20));
+    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
+    assert!(
+        digests.iter().all(|digest| digest == &digests[0]),
+        "{digests:?}"
+    );
+    for index in 0..3 {
+        let mut replica = group.client(index);
+        assert_eq!(info_number(&mut replica, "stats", "evicted_keys"), evicted);
+    }
+}

@@ -1,0 +1,226 @@
+//! maxmemory on a standalone server: which keys each policy evicts, and
+//! noeviction's OOM for writes while reads and deletes go on.
+
+use slotraft_tests::support::Server;
+use std::time::Duration;
+
+const VALUE_BYTES: usize = 1000;
+
+fn info_number(connection: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg(section).query(connection).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+}
+
+/// A server whose limit leaves room for about `room_keys` more values.
+fn limited(policy: &str, room_keys: usize) -> (Server, redis::Connection) {
+    let server = Server::start(&[]);
+    let mut connection = server.redis();
+    let used = info_number(&mut connection, "memory", "used_memory");
+    let limit = used + (room_keys * (VALUE_BYTES + 100)) as u64;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg(policy)
+        .arg("maxmemory")
+        .arg(limit)
+        .query(&mut connection)
+        .unwrap();
+    (server, connection)
+}
+
+fn value() -> Vec<u8> {
+    vec![b'v'; VALUE_BYTES]
+}
+
+/// SETs `prefix:0..count` (with a TTL in seconds when given); answers how
+/// many writes were refused.
+fn fill(connection: &mut redis::Connection, prefix: &str, count: usize, ttl: Option<u64>) -> usize {
+    let mut refused = 0;
+    for index in 0..count {
+        let mut command = redis::cmd("SET");
+        command.arg(format!("{prefix}:{index}")).arg(value());
+        if let Some(ttl) = ttl {
+            command.arg("EX").arg(ttl + index as u64);
+        }
+        let reply: redis::RedisResult<()> = command.query(connection);
+        if let Err(error) = reply {
+            assert_eq!(error.code(), Some("OOM"), "{error:?}");
+            refused += 1;
+        }
+    }
+    refused
+}
+
+fn surviving(connection: &mut redis::Connection, prefix: &str, count: usize) -> Vec<usize> {
+    (0..count)
+        .filter(|index| {
+            redis::cmd("EXISTS")
+                .arg(format!("{prefix}:{index}"))
+                .query::<i64>(connection)
+                .unwrap()
+                == 1
+        })
+        .collect()
+}
+
+#[test]
+fn noeviction_refuses_writes_but_serves_reads_and_deletes() {
+    let (_server, mut connection) = limited("noeviction", 300);
+    let refused = fill(&mut connection, "k", 1000, None);
+    assert!(refused > 0, "nothing was refused");
+    let error = redis::cmd("SET")
+        .arg("one-more")
+        .arg(value())
+        .query::<()>(&mut connection)
+        .unwrap_err();
+    assert_eq!(error.code(), Some("OOM"));
+    assert_eq!(
+        error.detail(),
+        Some("command not allowed when used memory > 'maxmemory'.")
+    );
+    let read: Vec<u8> = redis::cmd("GET").arg("k:0").query(&mut connection).unwrap();
+    assert_eq!(read, value());
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(
+            (0..200)
+                .map(|index| format!("k:{index}"))
+                .collect::<Vec<_>>(),
+        )
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(deleted, 200);
+    let _: () = redis::cmd("SET")
+        .arg("after-delete")
+        .arg(value())
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(info_number(&mut connection, "stats", "evicted_keys"), 0);
+}
+
+#[test]
+fn allkeys_policies_make_room_for_every_write() {
+    for policy in ["allkeys-random", "allkeys-lru", "allkeys-lfu"] {
+        let (_server, mut connection) = limited(policy, 300);
+        assert_eq!(fill(&mut connection, "k", 1500, None), 0, "{policy}");
+        let evicted = info_number(&mut connection, "stats", "evicted_keys");
+        let keys: u64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
+        assert!(evicted > 0, "{policy}: nothing evicted");
+        assert_eq!(keys + evicted, 1500, "{policy}");
+        // The newest key is there.
+        assert!(
+            surviving(&mut connection, "k", 1500).contains(&1499),
+            "{policy}"
+        );
+    }
+}
+
+#[test]
+fn volatile_policies_never_evict_persistent_keys() {
+    for policy in [
+        "volatile-random",
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-ttl",
+    ] {
+        let (_server, mut connection) = limited(policy, 400);
+        assert_eq!(
+            fill(&mut connection, "persistent", 150, None),
+            0,
+            "{policy}"
+        );
+        assert_eq!(
+            fill(&mut connection, "volatile", 800, Some(3600)),
+            0,
+            "{policy}"
+        );
+        assert_eq!(
+            surviving(&mut connection, "persistent", 150).len(),
+            150,
+            "{policy} evicted a key without a TTL"
+        );
+        assert!(
+            info_number(&mut connection, "stats", "evicted_keys") > 0,
+            "{policy}"
+        );
+        // Once no volatile key is left to evict, writes are refused.
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(1)
+            .query(&mut connection)
+            .unwrap();
+        let error = redis::cmd("SET")
+            .arg("more")
+            .arg(value())
+            .query::<()>(&mut connection)
+            .unwrap_err();
+        assert_eq!(error.code(), Some("OOM"), "{policy}");
+        assert_eq!(
+            surviving(&mut connection, "persistent", 150).len(),
+            150,
+            "{policy}"
+        );
+    }
+}
+
+#[test]
+fn volatile_ttl_evicts_the_soonest_to_expire_first() {
+    let (_server, mut connection) = limited("volatile-ttl", 400);
+    // TTLs grow with the index: 3600 s for expiring:0, 3600 + i for the others.
+    assert_eq!(fill(&mut connection, "expiring", 800, Some(3600)), 0);
+    let survivors = surviving(&mut connection, "expiring", 800);
+    assert!(survivors.len() < 800, "nothing was evicted");
+    let mean = survivors.iter().sum::<usize>() as f64 / survivors.len() as f64;
+    // Survivors lean strongly to the late-expiring end (uniform would be ~400
+    // over everything ever written; sampling five keys per pick keeps the
+    // choice approximate, as in Redis).
+    assert!(mean > 500.0, "mean surviving index {mean}");
+}
+
+#[test]
+fn lfu_keeps_the_hot_keys() {
+    let (_server, mut connection) = limited("allkeys-lfu", 400);
+    assert_eq!(fill(&mut connection, "hot", 100, None), 0);
+    for _ in 0..30 {
+        for index in 0..100 {
+            let _: Vec<u8> = redis::cmd("GET")
+                .arg(format!("hot:{index}"))
+                .query(&mut connection)
+                .unwrap();
+        }
+    }
+    assert_eq!(fill(&mut connection, "cold", 1200, None), 0);
+    let hot = surviving(&mut connection, "hot", 100).len();
+    assert!(hot >= 90, "only {hot} of 100 hot keys survived");
+}
+
+#[test]
+fn lru_keeps_the_recently_used_keys() {
+    let (_server, mut connection) = limited("allkeys-lru", 400);
+    assert_eq!(fill(&mut connection, "old", 250, None), 0);
+    // The LRU clock counts seconds.
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(fill(&mut connection, "recent", 100, None), 0);
+    std::thread::sleep(Duration::from_millis(1100));
+    for index in 0..100 {
+        let _: Vec<u8> = redis::cmd("GET")
+            .arg(format!("recent:{index}"))
+            .query(&mut connection)
+            .unwrap();
+    }
+    assert_eq!(fill(&mut connection, "filler", 300, None), 0);
+    let recent = surviving(&mut connection, "recent", 100).len();
+    let old = surviving(&mut connection, "old", 250).len();
+    // Sampled LRU with a one-second clock is approximate (as Redis's):
+    // recently used keys survive far more often than idle ones, where random
+    // eviction would treat them alike.
+    let recent_rate = recent as f64 / 100.0;
+    let old_rate = old as f64 / 250.0;
+    assert!(
+        recent >= 70 && recent_rate > 2.0 * old_rate,
+        "recent keys kept {recent}/100, old keys {old}/250"
+    );
+}
