@@ -6,3 +6,4 @@ mod t30_snapshots;
 mod t40_blocking;
 mod t50_transactions;
 mod t70_eviction;
+mod t60_scripting;

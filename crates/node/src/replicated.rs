@@ -22,7 +22,7 @@ use openraft::error::{
     ClientWriteError, ForwardReason, ForwardToLeader, LinearizableReadError, RaftError,
 };
 use openraft::raft::linearizable_read::LinearizerOption;
-use replication::state_machine::{lock, ShardState};
+use replication::state_machine::{lock_off_worker, ShardState};
 use replication::{Op, Request, TypeConfig};
 use resp::{encode, Frame, Protocol, RequestParser};
 use std::collections::BTreeMap;
@@ -271,7 +271,7 @@ async fn run(
                             Some(Ok(())) => {
                                 // This read and the plain reads right behind it
                                 // run under one lock of the applied state.
-                                let mut state = lock(&replica.group.state);
+                                let mut state = lock_off_worker(&replica.group.state);
                                 let now_ms = clock::unix_ms().max(state.log_time_ms);
                                 let reply = read(&mut state, now_ms, session, spec, &arguments);
                                 session.reply(output, &reply);
@@ -297,7 +297,7 @@ async fn run(
                             }
                             Some(Err(refusal)) => {
                                 let reply = refusal.reply(spec, &arguments).unwrap_or_else(|| {
-                                    let mut state = lock(&replica.group.state);
+                                    let mut state = lock_off_worker(&replica.group.state);
                                     let now_ms = clock::unix_ms().max(state.log_time_ms);
                                     read(&mut state, now_ms, session, spec, &arguments)
                                 });
@@ -373,7 +373,7 @@ async fn run(
                             // Recording on and the waiter registered under the
                             // state lock, so the task that turns recording off
                             // sees the waiter.
-                            let mut state = lock(&replica.group.state);
+                            let mut state = lock_off_worker(&replica.group.state);
                             state.keyspace.set_ready_tracking(true);
                             connection::block_client(
                                 shared,
@@ -496,7 +496,7 @@ async fn check_read(replica: &Replica, session: &Session) -> Result<(), ReadRefu
     if session.readonly {
         return Ok(());
     }
-    let applied = lock(&replica.group.state).last_applied;
+    let applied = lock_off_worker(&replica.group.state).last_applied;
     if replica.group.holds_read_lease(applied) {
         return Ok(());
     }
@@ -607,7 +607,7 @@ async fn watch(route: Route<'_>, session: &mut Session, arguments: &[Bytes]) -> 
                 .unwrap_or_else(|| Frame::error(CLUSTER_DOWN))
         }
     }
-    let state = lock(&replica.group.state);
+    let state = lock_off_worker(&replica.group.state);
     let now_ms = clock::unix_ms().max(state.log_time_ms);
     for key in keys {
         let fingerprint = state.keyspace.watch_fingerprint(session.db, key, now_ms);
@@ -677,7 +677,21 @@ pub async fn propose_watched(
         return Proposed::Replies(replies, None);
     }
     let count = run.len();
-    let seed = lock(&replica.group.state).rng.next_u64();
+    let (seed, instruction_limit) = {
+        let mut state = lock_off_worker(&replica.group.state);
+        (
+            state.rng.next_u64(),
+            state.keyspace.config.script_instruction_limit,
+        )
+    };
+    // A script may run up to its instruction budget before it commits
+    // (counted here at 50 million instructions a second, a slow machine's
+    // pace): its entry is not late until then.
+    let write_limit = if run.iter().any(|(_, spec)| spec.group == "scripting") {
+        WRITE_LIMIT + Duration::from_millis(instruction_limit / 50_000)
+    } else {
+        WRITE_LIMIT
+    };
     let request = Request {
         now_ms: clock::unix_ms(),
         seed,
@@ -690,7 +704,7 @@ pub async fn propose_watched(
     };
     let mut lease_waits = 0;
     loop {
-        match tokio::time::timeout(WRITE_LIMIT, raft.client_write(request.clone())).await {
+        match tokio::time::timeout(write_limit, raft.client_write(request.clone())).await {
             Ok(Ok(response)) if response.data.aborted => return Proposed::Aborted,
             Ok(Ok(response)) if response.data.replies.len() == count => {
                 return Proposed::Replies(response.data.replies, response.data.block)

@@ -319,7 +319,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
         }
         let (ready, flags, events) = {
-            let mut state = lock(&self.state);
+            let mut state = lock_off_worker(&self.state);
             let flags = state.keyspace.config.notify_flags;
             let events = if flags != 0 {
                 state.keyspace.take_events()
