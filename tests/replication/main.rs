@@ -5,5 +5,5 @@ mod t20_history;
 mod t30_snapshots;
 mod t40_blocking;
 mod t50_transactions;
-mod t70_eviction;
 mod t60_scripting;
+mod t70_eviction;
