@@ -8,5 +8,6 @@ mod t40_server_commands;
 mod t50_differential;
 mod t60_blocking;
 mod t70_transactions;
+mod t80_scripting;
 mod t90_pubsub;
 mod t95_eviction;

@@ -5,6 +5,7 @@
 //! - MULTI / three commands / EXEC, from our own load generator (redis-benchmark
 //!   cannot send a transaction): 50 connections, each sending whole
 //!   transactions and waiting for their replies.
+//! - PUBLISH to a channel with 50 subscribers, under redis-benchmark.
 
 use crate::bench::{
     measure_cell, median, p50_cell, ratio, ratio_cell, rps_cell, Cell, Report, Sample, Sizes,
@@ -139,9 +140,87 @@ pub(crate) fn run(
     )?;
     writeln!(
         report.md,
-        "\nPUBLISH to 50 subscribers: not measured (Pub/Sub is not built yet)."
+        "\nPUBLISH of a 16-byte message to one channel with {SUBSCRIBERS} subscribers \
+         (each on its own connection, reading all the time): redis-benchmark -c {CLIENTS}.\n"
     )?;
+    writeln!(
+        report.md,
+        "| test | pipeline | slotraft rps | redis rps | ratio | met | slotraft p50 ms | redis p50 ms |"
+    )?;
+    writeln!(report.md, "|---|---|---:|---:|---:|---|---:|---:|")?;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut listeners = Vec::new();
+    for server in [&*slotraft, &*redis] {
+        for _ in 0..SUBSCRIBERS {
+            listeners.push(subscribe(server.port, stop.clone())?);
+        }
+    }
+    for pipeline in PIPELINES {
+        let cell = Cell {
+            label: "PUBLISH x50",
+            test: "PUBLISH bench:channel message-16bytes",
+            pipeline,
+            requests: sizes.requests(pipeline),
+        };
+        let medians = measure_cell(
+            report,
+            benchmark,
+            &mut [&mut *slotraft, &mut *redis],
+            cell,
+            sizes.rounds,
+            &mut turn,
+        );
+        let value = ratio(medians[0], medians[1]);
+        writeln!(
+            report.md,
+            "| PUBLISH to {SUBSCRIBERS} subscribers | {pipeline} | {} | {} | {} | {} | {} | {} |",
+            rps_cell(medians[0]),
+            rps_cell(medians[1]),
+            ratio_cell(value),
+            met(value),
+            p50_cell(medians[0]),
+            p50_cell(medians[1]),
+        )?;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for listener in listeners {
+        let _ = listener.join();
+    }
     Ok(())
+}
+
+/// Subscribers per server in the PUBLISH cell.
+const SUBSCRIBERS: usize = 50;
+
+/// A connection subscribed to the bench channel, reading (and dropping)
+/// everything until `stop`.
+fn subscribe(
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>> {
+    use std::io::Read;
+    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+    let mut stream =
+        TcpStream::connect_timeout(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)), IO_TIMEOUT)?;
+    let mut request = Vec::new();
+    wire::encode(&mut request, &[b"SUBSCRIBE", b"bench:channel"]);
+    std::io::Write::write_all(&mut stream, &request)?;
+    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+    Ok(std::thread::spawn(move || {
+        let mut buffer = vec![0u8; 64 * 1024];
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match stream.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+    }))
 }
 
 fn met(value: Option<f64>) -> &'static str {

@@ -51,6 +51,13 @@ pub trait ScriptEngine: Send {
         context: &mut Context,
         arguments: &[Bytes],
     ) -> Frame;
+
+    /// Whether running `arguments` may take long (a script not run before,
+    /// or one whose last run was long): the node then runs it off the
+    /// runtime's worker, which costs a thread hand-off.
+    fn may_run_long(&mut self, _keyspace: &Keyspace, _arguments: &[Bytes]) -> bool {
+        true
+    }
 }
 
 /// Builds the engine of one keyspace.
@@ -177,6 +184,26 @@ impl EngineSlot {
         self.0
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Keyspace {
+    /// See [`ScriptEngine::may_run_long`]; true when no engine can tell.
+    pub fn script_may_run_long(&mut self, arguments: &[Bytes]) -> bool {
+        let engine = match self.engine.slot().take() {
+            Some(engine) => Some(engine),
+            None => self
+                .config
+                .scripting
+                .as_ref()
+                .map(|setup| (setup.factory)(setup.activity.clone())),
+        };
+        let Some(mut engine) = engine else {
+            return true;
+        };
+        let answer = engine.may_run_long(self, arguments);
+        *self.engine.slot() = Some(engine);
+        answer
     }
 }
 

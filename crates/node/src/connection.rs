@@ -519,7 +519,7 @@ fn exec<'a>(
                     lazy_expire: true,
                     block: None,
                 };
-                if spec.group == "scripting" {
+                if spec.group == "scripting" && store.keyspace.script_may_run_long(&arguments) {
                     replication::runtime::long_running(|| {
                         store.keyspace.execute(spec, &mut context, &arguments)
                     })
@@ -657,13 +657,14 @@ fn execute_request<'a>(
                 lazy_expire: true,
                 block: None,
             };
-            let reply = if spec.group == "scripting" {
-                replication::runtime::long_running(|| {
+            let reply =
+                if spec.group == "scripting" && store.keyspace.script_may_run_long(arguments) {
+                    replication::runtime::long_running(|| {
+                        store.keyspace.execute(spec, &mut context, arguments)
+                    })
+                } else {
                     store.keyspace.execute(spec, &mut context, arguments)
-                })
-            } else {
-                store.keyspace.execute(spec, &mut context, arguments)
-            };
+                };
             if let Some(block) = context.block.take() {
                 // Under the keyspace lock: pushes from now on are recorded.
                 store.keyspace.set_ready_tracking(true);

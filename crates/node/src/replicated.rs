@@ -629,7 +629,7 @@ fn read(
     context.protocol = session.protocol;
     context.lazy_expire = false;
     context.cluster_mode = state.keyspace.config.cluster_mode;
-    if spec.group == "scripting" {
+    if spec.group == "scripting" && state.keyspace.script_may_run_long(arguments) {
         return replication::runtime::long_running(|| {
             state.keyspace.execute(spec, &mut context, arguments)
         });

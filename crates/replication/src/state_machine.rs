@@ -156,13 +156,14 @@ impl StateMachine {
     }
 }
 
-/// Whether an entry runs a script or function (and so may take long).
-fn runs_scripts(request: &Request) -> bool {
+/// Whether an entry runs a script or function that may take long (see
+/// `Keyspace::script_may_run_long`).
+fn may_run_long(state: &mut ShardState, request: &Request) -> bool {
     match &request.op {
         Op::Exec { commands, .. } => commands.iter().any(|arguments| {
             arguments.first().is_some_and(|name| {
                 keyspace::commands::lookup(name).is_some_and(|spec| spec.group == "scripting")
-            })
+            }) && state.keyspace.script_may_run_long(arguments)
         }),
         _ => false,
     }
@@ -303,7 +304,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 state.last_applied = Some(entry.log_id);
                 match &entry.payload {
                     EntryPayload::Blank => Response::default(),
-                    EntryPayload::Normal(request) if runs_scripts(request) => {
+                    EntryPayload::Normal(request) if may_run_long(&mut state, request) => {
                         crate::runtime::long_running(|| apply_request(&mut state, request))
                     }
                     EntryPayload::Normal(request) => apply_request(&mut state, request),

@@ -29,6 +29,23 @@ const MAX_COMPILED: usize = 10_000;
 #[derive(Default)]
 pub struct Compiled {
     functions: BTreeMap<Bytes, (Function, ScriptFlags)>,
+    /// Lua instructions the last run of each script took (counted at the
+    /// hook's granularity).
+    last_instructions: BTreeMap<Bytes, u64>,
+}
+
+/// A script whose last run took fewer instructions than this runs on the
+/// runtime's worker without handing off its other tasks (about a
+/// millisecond of Lua).
+pub const SHORT_RUN_INSTRUCTIONS: u64 = 200_000;
+
+impl Compiled {
+    /// Whether the script `sha` ran before and its last run was short.
+    pub fn known_short(&self, sha: &[u8]) -> bool {
+        self.last_instructions
+            .get(sha)
+            .is_some_and(|used| *used < SHORT_RUN_INSTRUCTIONS)
+    }
 }
 
 /// Splits off a `#!lua flags=...` line: the flags and where the code starts
@@ -109,6 +126,7 @@ impl Compiled {
             })?;
         if self.functions.len() >= MAX_COMPILED {
             self.functions.clear();
+            self.last_instructions.clear();
         }
         self.functions
             .insert(sha.clone(), (function.clone(), flags));
@@ -175,7 +193,7 @@ pub fn eval(
         }
     }
     let name = String::from_utf8_lossy(&sha).into_owned();
-    run::run(
+    let reply = run::run(
         sandbox,
         keyspace,
         context,
@@ -187,7 +205,13 @@ pub fn eval(
             read_only: read_only || flags.no_writes,
             as_function: false,
         },
-    )
+    );
+    let used = sandbox
+        .control
+        .instructions
+        .load(std::sync::atomic::Ordering::SeqCst);
+    compiled.last_instructions.insert(sha, used);
+    reply
 }
 
 const SCRIPT_HELP: &[&str] = &[
@@ -265,6 +289,7 @@ pub fn script(
                 keyspace.scripts.scripts.clear();
             }
             compiled.functions.clear();
+            compiled.last_instructions.clear();
             Frame::OK
         }
         b"help" => help(SCRIPT_HELP),

@@ -55,9 +55,19 @@ pub struct Registry {
     /// The store's `libraries_version` this registry reflects.
     synced: Option<u64>,
     libraries: BTreeMap<Bytes, Library>,
+    /// Lua instructions the last call of each function took, by lowercase
+    /// name (see [`crate::eval::SHORT_RUN_INSTRUCTIONS`]).
+    last_instructions: BTreeMap<Vec<u8>, u64>,
 }
 
 impl Registry {
+    /// Whether the function `name` ran before and its last call was short.
+    pub fn known_short(&self, name: &[u8]) -> bool {
+        self.last_instructions
+            .get(&name.to_ascii_lowercase())
+            .is_some_and(|used| *used < crate::eval::SHORT_RUN_INSTRUCTIONS)
+    }
+
     /// Rebuilds the registry when the store changed under it.
     fn sync(&mut self, sandbox: &Sandbox, keyspace: &Keyspace) {
         if self.synced == Some(keyspace.scripts.libraries_version) {
@@ -345,7 +355,7 @@ pub fn fcall(
     if let Err(error) = check_flags(&found.flags, context) {
         return error;
     }
-    run::run(
+    let reply = run::run(
         sandbox,
         keyspace,
         context,
@@ -357,7 +367,15 @@ pub fn fcall(
             read_only: read_only || found.flags.no_writes,
             as_function: true,
         },
-    )
+    );
+    let used = sandbox
+        .control
+        .instructions
+        .load(std::sync::atomic::Ordering::SeqCst);
+    registry
+        .last_instructions
+        .insert(found.name.to_ascii_lowercase().into_bytes(), used);
+    reply
 }
 
 const FUNCTION_HELP: &[&str] = &[

@@ -72,6 +72,25 @@ impl Engine {
 }
 
 impl ScriptEngine for Engine {
+    fn may_run_long(&mut self, _keyspace: &Keyspace, arguments: &[Bytes]) -> bool {
+        let name = arguments[0].to_ascii_lowercase();
+        match &name[..] {
+            b"eval" | b"eval_ro" => !self
+                .scripts
+                .known_short(sha1::sha1_hex(&arguments[1]).as_bytes()),
+            b"evalsha" | b"evalsha_ro" => {
+                !self.scripts.known_short(&arguments[1].to_ascii_lowercase())
+            }
+            b"fcall" | b"fcall_ro" => !self.functions.known_short(&arguments[1]),
+            // SCRIPT EXISTS, FUNCTION LIST ... do not run Lua; SCRIPT LOAD
+            // and FUNCTION LOAD compile (and run a library's body).
+            b"script" | b"function" => arguments.get(1).is_some_and(|sub| {
+                sub.eq_ignore_ascii_case(b"load") || sub.eq_ignore_ascii_case(b"restore")
+            }),
+            _ => true,
+        }
+    }
+
     fn execute(
         &mut self,
         keyspace: &mut Keyspace,

@@ -194,8 +194,11 @@ pub fn error_handler(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Funct
                 Value::String(text) => [b"ERR ".as_slice(), &text.as_bytes()].concat(),
                 other if script_error(other).is_some() => script_error(other).unwrap_or_default(),
                 other => {
-                    // An error from a Rust function (a library's): give it the
-                    // position Lua gives errors from its own C functions.
+                    // An error an mlua callback raised (`math.random`, the
+                    // `redis` helpers): give it the position Lua gives errors
+                    // from its own C functions. The libraries' errors are not
+                    // among them: those are strings that already carry their
+                    // position (see `libs`), handled above.
                     let message = match other.as_error() {
                         Some(error) => plain_message(error),
                         None => lua

@@ -336,6 +336,187 @@ fn runtime_errors_carry_the_script_position() {
     );
 }
 
+/// Library functions are C functions in Redis: called in tail position
+/// (`return lib.f(...)`) they keep the script's frame, so their errors
+/// still name the script's line, as `luaL_error` makes them, and the reply
+/// ends with where the script stopped. Texts as Redis 7.2 gives them.
+#[test]
+fn library_errors_keep_the_script_position_in_every_call_position() {
+    let mut h = Harness::new();
+    let cases = [
+        (
+            "return cjson.decode('{bad')",
+            "Expected object key string but found invalid token at character 2",
+        ),
+        (
+            "local v = cjson.decode('{bad') return v",
+            "Expected object key string but found invalid token at character 2",
+        ),
+        (
+            "return cjson.encode(function() end)",
+            "Cannot serialise function: type not supported",
+        ),
+        (
+            "return cjson.encode_max_depth(0)",
+            "bad argument #1 to 'encode_max_depth' (expected integer between 1 and 2147483647)",
+        ),
+        (
+            "return cjson.encode_sparse_array('maybe')",
+            "bad argument #1 to 'encode_sparse_array' (invalid option 'maybe')",
+        ),
+        (
+            "return struct.pack('>i33', 1)",
+            "integral size 33 is larger than limit of 32",
+        ),
+        (
+            "return struct.pack('>q')",
+            "bad argument #1 to 'pack' (invalid format option 'q')",
+        ),
+        (
+            "return struct.unpack('s', 'x')",
+            "unfinished string in data",
+        ),
+        (
+            "return struct.size('s')",
+            "bad argument #1 to 'size' (option 's' has no fixed size)",
+        ),
+        (
+            "return bit.tohex()",
+            "bad argument #1 to 'tohex' (number expected, got no value)",
+        ),
+        (
+            "return bit.band(1, {})",
+            "bad argument #2 to 'band' (number expected, got table)",
+        ),
+        (
+            "return cmsgpack.unpack('\\193')",
+            "Bad data format in input.",
+        ),
+        (
+            "return cmsgpack.unpack_one('\\146\\1')",
+            "Missing bytes in input.",
+        ),
+        (
+            "return cmsgpack.pack()",
+            "bad argument #0 to 'pack' (MessagePack pack needs input.)",
+        ),
+        (
+            "return cmsgpack.unpack_one('ab', -1)",
+            "Invalid request to unpack with offset of -1 and limit of 2.",
+        ),
+    ];
+    for (script, message) in cases {
+        let sha = crate::sha1::sha1_hex(script.as_bytes());
+        assert_eq!(
+            error_text(&h.eval(script, &[], &[])),
+            format!("ERR user_script:1: {message} script: {sha}, on @user_script:1."),
+            "{script}"
+        );
+    }
+    // The line is the calling one, in tail position too.
+    let script = "local a = 1\nlocal b = 2\nreturn cjson.decode('[1,')";
+    let sha = crate::sha1::sha1_hex(script.as_bytes());
+    assert_eq!(
+        error_text(&h.eval(script, &[], &[])),
+        format!(
+            "ERR user_script:3: Expected value but found T_END at character 4 \
+             script: {sha}, on @user_script:3."
+        )
+    );
+    // Errors Lua's core raises inside a C library have no position.
+    let script = "return cmsgpack.unpack('\\129\\192\\1')";
+    let sha = crate::sha1::sha1_hex(script.as_bytes());
+    assert_eq!(
+        error_text(&h.eval(script, &[], &[])),
+        format!("ERR table index is nil script: {sha}, on @user_script:1.")
+    );
+    // Functions name their own chunk.
+    let library = "#!lua name=libs\nredis.register_function('bad', function()\n  return cjson.decode('{bad')\nend)";
+    assert_eq!(h.run(&["FUNCTION", "LOAD", library]), bulk("libs"));
+    assert_eq!(
+        error_text(&h.run(&["FCALL", "bad", "0"])),
+        "ERR user_function:3: Expected object key string but found invalid token at character 2 \
+         script: bad, on @user_function:3."
+    );
+}
+
+/// What `pcall` gives a script for a library error: the string Redis's
+/// `luaL_error` raises, with the position of the Lua function that called
+/// the library (none when `pcall` called it directly).
+#[test]
+fn pcall_sees_library_errors_as_redis_does() {
+    let mut h = Harness::new();
+    let cases = [
+        (
+            "local ok, e = pcall(function() return cjson.decode('{bad') end) return e",
+            "user_script:1: Expected object key string but found invalid token at character 2",
+        ),
+        (
+            "local ok, e = pcall(function() local v = cjson.decode('{bad') return v end) return e",
+            "user_script:1: Expected object key string but found invalid token at character 2",
+        ),
+        (
+            "local ok, e = pcall(cjson.decode, '{bad') return e",
+            "Expected object key string but found invalid token at character 2",
+        ),
+        (
+            "local ok, e = pcall(function()\n return struct.pack('>i33', 1)\n end) return e",
+            "user_script:2: integral size 33 is larger than limit of 32",
+        ),
+        (
+            "local ok, e = pcall(function() return bit.tohex() end) return e",
+            "user_script:1: bad argument #1 to 'tohex' (number expected, got no value)",
+        ),
+        (
+            "local ok, e = pcall(function() return cmsgpack.unpack('\\193') end) return e",
+            "user_script:1: Bad data format in input.",
+        ),
+        (
+            "local ok, e = pcall(function() return cmsgpack.unpack('\\129\\192\\1') end) return e",
+            "table index is nil",
+        ),
+        (
+            "local ok, e = pcall(function() return cjson.decode('{bad') end) return type(e)",
+            "string",
+        ),
+    ];
+    for (script, expected) in cases {
+        assert_eq!(h.eval(script, &[], &[]), bulk(expected), "{script}");
+    }
+}
+
+/// Many results reach the script whatever the call position.
+#[test]
+fn library_functions_return_many_results_in_every_call_position() {
+    let mut h = Harness::new();
+    let cases = [
+        (
+            "local function f() return struct.unpack(('b'):rep(7900), ('\\1'):rep(7900)) end \
+             return select('#', f())",
+            7901,
+        ),
+        (
+            "return select('#', struct.unpack(('c1'):rep(7000), ('x'):rep(7000)))",
+            7001,
+        ),
+        (
+            "local t = {} for i = 1, 5000 do t[i] = 'v' .. i end \
+             local packed = '' for i = 1, 5000 do packed = packed .. cmsgpack.pack(t[i]) end \
+             local function f() return cmsgpack.unpack(packed) end \
+             local r = {f()} return #r == 5000 and r[1] == 'v1' and r[5000] == 'v5000' and 1 or 0",
+            1,
+        ),
+        ("return select('#', cjson.encode_sparse_array())", 3),
+    ];
+    for (script, expected) in cases {
+        assert_eq!(
+            h.eval(script, &[], &[]),
+            Frame::Integer(expected),
+            "{script}"
+        );
+    }
+}
+
 #[test]
 fn commands_refused_in_scripts() {
     let mut h = Harness::new();

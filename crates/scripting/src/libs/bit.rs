@@ -5,7 +5,9 @@
 //! every result comes back as a signed 32-bit value, so `bit.bnot(0)` is
 //! `-1` on every platform.
 
-use mlua::{Error, Function, Lua, MultiValue, Table, Value};
+use mlua::{Error, Lua, MultiValue, Value};
+
+use super::{add, type_name};
 
 type Unary = fn(u32) -> u32;
 type Binary = fn(u32, u32) -> u32;
@@ -13,14 +15,13 @@ type Binary = fn(u32, u32) -> u32;
 /// Registers the `bit` global table.
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let bit = lua.create_table()?;
-    let wrap = wrapper(lua)?;
     let unary: [(&'static str, Unary); 3] = [
         ("tobit", |b| b),
         ("bnot", |b| !b),
         ("bswap", u32::swap_bytes),
     ];
     for (name, op) in unary {
-        add(lua, &wrap, &bit, name, move |lua, args| {
+        add(lua, &bit, name, move |lua, args| {
             Ok(signed(op(operand(lua, &args, 1, name)?)))
         })?;
     }
@@ -30,7 +31,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
         ("bxor", |a, b| a ^ b),
     ];
     for (name, op) in fold {
-        add(lua, &wrap, &bit, name, move |lua, args| {
+        add(lua, &bit, name, move |lua, args| {
             let mut acc = operand(lua, &args, 1, name)?;
             // LuaBitOp folds from the last argument down, so a bad operand
             // is reported by its highest position first.
@@ -48,13 +49,13 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
         ("ror", u32::rotate_right),
     ];
     for (name, op) in shifts {
-        add(lua, &wrap, &bit, name, move |lua, args| {
+        add(lua, &bit, name, move |lua, args| {
             let b = operand(lua, &args, 1, name)?;
             let n = operand(lua, &args, 2, name)? & 31;
             Ok(signed(op(b, n)))
         })?;
     }
-    add(lua, &wrap, &bit, "tohex", tohex)?;
+    add(lua, &bit, "tohex", tohex)?;
     lua.globals().set("bit", bit)
 }
 
@@ -111,72 +112,6 @@ fn operand(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Resu
             type_name(value)
         ))),
     }
-}
-
-/// Lua 5.1's name for a value's type, as `luaL_typename` prints it.
-fn type_name(value: Option<&Value>) -> &'static str {
-    match value {
-        None => "no value",
-        Some(Value::Nil) => "nil",
-        Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Integer(_) | Value::Number(_)) => "number",
-        Some(Value::String(_)) => "string",
-        Some(Value::Table(_)) => "table",
-        Some(Value::Function(_)) => "function",
-        Some(Value::Thread(_)) => "thread",
-        Some(_) => "userdata",
-    }
-}
-
-/// The Lua wrapper each function is installed behind; it exists because a
-/// Rust callback's `Err` reaches Lua as mlua userdata, while scripts treat
-/// what `pcall` returns as a string, as in Redis. The Rust side answers
-/// with two values: `true, result`; `table, n` for results `1..=n` of the
-/// table (every value handed back directly would hold one of the few
-/// thousand handles mlua can keep alive); `false, message`, raised at
-/// level 2 so it gets the caller's position as `luaL_error` gives it in
-/// Redis's C libraries; or `nil, message`, raised without a position like
-/// the errors Lua's core raises inside a C function.
-fn wrapper(lua: &Lua) -> mlua::Result<Function> {
-    lua.load(
-        "local error, unpack = error, unpack
-         return function(impl)
-           return function(...)
-             local ok, v = impl(...)
-             if ok == true then return v end
-             if ok then return unpack(ok, 1, v) end
-             error(v, ok == false and 2 or 0)
-           end
-         end",
-    )
-    .set_name("=bit")
-    .call(())
-}
-
-/// Installs `f` as `table[name]`: one result.
-fn add<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<Value> + Send + 'static,
-{
-    install(lua, wrap, table, name, move |lua, args| {
-        Ok((Value::Boolean(true), f(lua, args)?))
-    })
-}
-
-/// Wraps `f`, which answers in the wrapper's protocol. Runtime errors become
-/// `false, message`; others (out of memory) propagate as they are.
-fn install<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<(Value, Value)> + Send + 'static,
-{
-    let raw = lua.create_function(move |lua, args: MultiValue| match f(lua, args) {
-        Err(Error::RuntimeError(msg)) => Ok((
-            Value::Boolean(false),
-            Value::String(lua.create_string(msg)?),
-        )),
-        other => other,
-    })?;
-    table.set(name, wrap.call::<Function>(raw)?)
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use mlua::{Error, Function, Lua, MultiValue, Table, Value};
 
+use super::{add, add_many, arg_error, fail, type_name};
+
 /// lua-cjson also stops where `lua_checkstack` fails, a few thousand levels
 /// down, whatever depth is configured; this cap stands in for that.
 const DEPTH_CAP: i64 = 8000;
@@ -68,12 +70,11 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// A module table with its own configuration (what `cjson.new()` returns).
 fn module(lua: &Lua) -> mlua::Result<Table> {
     let lib = lua.create_table()?;
-    let wrap = wrapper(lua)?;
     let shared: Shared = Arc::new(Mutex::new(DEFAULTS));
     // The base library's `next`, taken now in case a sandbox hides it later.
     let next: Function = lua.globals().raw_get("next")?;
     let cfg = shared.clone();
-    add(lua, &wrap, &lib, "encode", move |lua, args| {
+    add(lua, &lib, "encode", move |lua, args| {
         if args.len() != 1 {
             return Err(arg_error(1, "encode", "expected 1 argument"));
         }
@@ -84,7 +85,7 @@ fn module(lua: &Lua) -> mlua::Result<Table> {
         ))
     })?;
     let cfg = shared.clone();
-    add(lua, &wrap, &lib, "decode", move |lua, args| {
+    add(lua, &lib, "decode", move |lua, args| {
         if args.len() != 1 {
             return Err(arg_error(1, "decode", "expected 1 argument"));
         }
@@ -92,7 +93,7 @@ fn module(lua: &Lua) -> mlua::Result<Table> {
         decode(lua, &config, &check_string(lua, &args, 1, "decode")?)
     })?;
     let cfg = shared.clone();
-    add_many(lua, &wrap, &lib, "encode_sparse_array", move |lua, args| {
+    add_many(lua, &lib, "encode_sparse_array", move |lua, args| {
         let f = "encode_sparse_array";
         arg_count(&args, 3, f)?;
         let mut c = lock(&cfg);
@@ -109,7 +110,7 @@ fn module(lua: &Lua) -> mlua::Result<Table> {
     ];
     for (name, field, min, max) in integers {
         let cfg = shared.clone();
-        add(lua, &wrap, &lib, name, move |lua, args| {
+        add(lua, &lib, name, move |lua, args| {
             arg_count(&args, 1, name)?;
             integer_option(lua, &args, 1, name, field(&mut lock(&cfg)), min, max)
         })?;
@@ -134,14 +135,12 @@ fn module(lua: &Lua) -> mlua::Result<Table> {
     ];
     for (name, field, options) in enums {
         let cfg = shared.clone();
-        add(lua, &wrap, &lib, name, move |lua, args| {
+        add(lua, &lib, name, move |lua, args| {
             arg_count(&args, 1, name)?;
             enum_option(lua, &args, 1, name, field(&mut lock(&cfg)), options)
         })?;
     }
-    add(lua, &wrap, &lib, "new", |lua, _| {
-        module(lua).map(Value::Table)
-    })?;
+    add(lua, &lib, "new", |lua, _| module(lua).map(Value::Table))?;
     lib.set("null", Value::NULL)?;
     lib.set("_NAME", "cjson")?;
     lib.set("_VERSION", "2.1.0")?;
@@ -1042,14 +1041,6 @@ fn enum_option(
     })
 }
 
-fn fail(msg: impl Into<String>) -> Error {
-    Error::RuntimeError(msg.into())
-}
-
-fn arg_error(index: usize, func: &str, msg: &str) -> Error {
-    fail(format!("bad argument #{index} to '{func}' ({msg})"))
-}
-
 /// A string argument; numbers are accepted in their Lua string form.
 fn check_string(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<Vec<u8>> {
     let value = args.get(index - 1);
@@ -1064,83 +1055,6 @@ fn check_string(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua:
         let got = type_name(value);
         arg_error(index, func, &format!("string expected, got {got}"))
     })
-}
-
-/// Lua 5.1's name for a value's type, as `luaL_typename` prints it.
-fn type_name(value: Option<&Value>) -> &'static str {
-    match value {
-        None => "no value",
-        Some(Value::Nil) => "nil",
-        Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Integer(_) | Value::Number(_)) => "number",
-        Some(Value::String(_)) => "string",
-        Some(Value::Table(_)) => "table",
-        Some(Value::Function(_)) => "function",
-        Some(Value::Thread(_)) => "thread",
-        Some(_) => "userdata",
-    }
-}
-
-/// The Lua wrapper each function is installed behind; it exists because a
-/// Rust callback's `Err` reaches Lua as mlua userdata, while scripts treat
-/// what `pcall` returns as a string, as in Redis. The Rust side answers
-/// with two values: `true, result`; `table, n` for results `1..=n` of the
-/// table (every value handed back directly would hold one of the few
-/// thousand handles mlua can keep alive); `false, message`, raised at
-/// level 2 so it gets the caller's position as `luaL_error` gives it in
-/// Redis's C libraries; or `nil, message`, raised without a position like
-/// the errors Lua's core raises inside a C function.
-fn wrapper(lua: &Lua) -> mlua::Result<Function> {
-    lua.load(
-        "local error, unpack = error, unpack
-         return function(impl)
-           return function(...)
-             local ok, v = impl(...)
-             if ok == true then return v end
-             if ok then return unpack(ok, 1, v) end
-             error(v, ok == false and 2 or 0)
-           end
-         end",
-    )
-    .set_name("=cjson")
-    .call(())
-}
-
-/// Installs `f` as `table[name]`: one result.
-fn add<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<Value> + Send + 'static,
-{
-    install(lua, wrap, table, name, move |lua, args| {
-        Ok((Value::Boolean(true), f(lua, args)?))
-    })
-}
-
-/// Installs `f` as `table[name]`: results `1..=n` of the table it returns.
-fn add_many<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<(Table, usize)> + Send + 'static,
-{
-    install(lua, wrap, table, name, move |lua, args| {
-        let (results, n) = f(lua, args)?;
-        Ok((Value::Table(results), Value::Number(n as f64)))
-    })
-}
-
-/// Wraps `f`, which answers in the wrapper's protocol. Runtime errors become
-/// `false, message`; others (out of memory) propagate as they are.
-fn install<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<(Value, Value)> + Send + 'static,
-{
-    let raw = lua.create_function(move |lua, args: MultiValue| match f(lua, args) {
-        Err(Error::RuntimeError(msg)) => Ok((
-            Value::Boolean(false),
-            Value::String(lua.create_string(msg)?),
-        )),
-        other => other,
-    })?;
-    table.set(name, wrap.call::<Function>(raw)?)
 }
 
 #[cfg(test)]

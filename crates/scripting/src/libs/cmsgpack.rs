@@ -8,7 +8,9 @@
 //! survives cycles. Decoding accepts every MessagePack type: bin and ext
 //! payloads (which lua-cmsgpack rejects) come back as strings.
 
-use mlua::{Error, Function, Lua, MultiValue, Table, Value};
+use mlua::{Error, Lua, MultiValue, Table, Value};
+
+use super::{add, add_many, arg_error, fail, type_name, Unplaced};
 
 /// Tables at this depth are encoded as nil (LUACMSGPACK_MAX_NESTING).
 const MAX_NESTING: usize = 16;
@@ -27,18 +29,17 @@ const MAX_OUTPUT: usize = 512 << 20;
 /// Registers the `cmsgpack` global table.
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let lib = lua.create_table()?;
-    let wrap = wrapper(lua)?;
-    add(lua, &wrap, &lib, "pack", |lua, args| pack(lua, &args))?;
-    add_many(lua, &wrap, &lib, "unpack", |lua, args| {
+    add(lua, &lib, "pack", |lua, args| pack(lua, &args))?;
+    add_many(lua, &lib, "unpack", |lua, args| {
         let data = check_string(lua, &args, 1, "unpack")?;
         unpack_full(lua, &data, 0, 0)
     })?;
-    add_many(lua, &wrap, &lib, "unpack_one", |lua, args| {
+    add_many(lua, &lib, "unpack_one", |lua, args| {
         let offset = opt_integer(lua, &args, 2, "unpack_one")?;
         let data = check_string(lua, &args, 1, "unpack_one")?;
         unpack_full(lua, &data, 1, offset)
     })?;
-    add_many(lua, &wrap, &lib, "unpack_limit", |lua, args| {
+    add_many(lua, &lib, "unpack_limit", |lua, args| {
         let limit = check_integer(lua, &args, 2, "unpack_limit")?;
         let offset = opt_integer(lua, &args, 3, "unpack_limit")?;
         let data = check_string(lua, &args, 1, "unpack_limit")?;
@@ -231,8 +232,8 @@ fn number(value: &Value) -> f64 {
 /// Shared body of the unpack functions. `limit` and `offset` both zero means
 /// "decode everything and return just the values"; otherwise at most
 /// `limit` values are decoded from byte `offset` and the offset to resume
-/// from (-1 at the end of input) comes first. Results come in a table for
-/// the wrapper.
+/// from (-1 at the end of input) comes first. Results come in a table
+/// (see [`add_many`]).
 fn unpack_full(lua: &Lua, data: &[u8], limit: i64, offset: i64) -> mlua::Result<(Table, usize)> {
     let len = data.len();
     if offset < 0 || limit < 0 {
@@ -445,27 +446,6 @@ fn decode(lua: &Lua, cur: &mut Cursor) -> mlua::Result<Value> {
     }
 }
 
-/// An error Lua's core would raise from inside lua-cmsgpack (a key it
-/// cannot store); Redis reports those without a script position.
-#[derive(Debug)]
-struct Unplaced(&'static str);
-
-impl std::fmt::Display for Unplaced {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl std::error::Error for Unplaced {}
-
-fn fail(msg: impl Into<String>) -> Error {
-    Error::RuntimeError(msg.into())
-}
-
-fn arg_error(index: usize, func: &str, msg: &str) -> Error {
-    fail(format!("bad argument #{index} to '{func}' ({msg})"))
-}
-
 /// A string argument; numbers are accepted in their Lua string form.
 fn check_string(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<Vec<u8>> {
     let value = args.get(index - 1);
@@ -501,88 +481,6 @@ fn opt_integer(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::
         None | Some(Value::Nil) => Ok(0),
         Some(_) => check_integer(lua, args, index, func),
     }
-}
-
-/// Lua 5.1's name for a value's type, as `luaL_typename` prints it.
-fn type_name(value: Option<&Value>) -> &'static str {
-    match value {
-        None => "no value",
-        Some(Value::Nil) => "nil",
-        Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Integer(_) | Value::Number(_)) => "number",
-        Some(Value::String(_)) => "string",
-        Some(Value::Table(_)) => "table",
-        Some(Value::Function(_)) => "function",
-        Some(Value::Thread(_)) => "thread",
-        Some(_) => "userdata",
-    }
-}
-
-/// The Lua wrapper each function is installed behind; it exists because a
-/// Rust callback's `Err` reaches Lua as mlua userdata, while scripts treat
-/// what `pcall` returns as a string, as in Redis. The Rust side answers
-/// with two values: `true, result`; `table, n` for results `1..=n` of the
-/// table (every value handed back directly would hold one of the few
-/// thousand handles mlua can keep alive); `false, message`, raised at
-/// level 2 so it gets the caller's position as `luaL_error` gives it in
-/// Redis's C libraries; or `nil, message`, raised without a position like
-/// the errors Lua's core raises inside a C function.
-fn wrapper(lua: &Lua) -> mlua::Result<Function> {
-    lua.load(
-        "local error, unpack = error, unpack
-         return function(impl)
-           return function(...)
-             local ok, v = impl(...)
-             if ok == true then return v end
-             if ok then return unpack(ok, 1, v) end
-             error(v, ok == false and 2 or 0)
-           end
-         end",
-    )
-    .set_name("=cmsgpack")
-    .call(())
-}
-
-/// Installs `f` as `table[name]`: one result.
-fn add<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<Value> + Send + 'static,
-{
-    install(lua, wrap, table, name, move |lua, args| {
-        Ok((Value::Boolean(true), f(lua, args)?))
-    })
-}
-
-/// Installs `f` as `table[name]`: results `1..=n` of the table it returns.
-fn add_many<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<(Table, usize)> + Send + 'static,
-{
-    install(lua, wrap, table, name, move |lua, args| {
-        let (results, n) = f(lua, args)?;
-        Ok((Value::Table(results), Value::Number(n as f64)))
-    })
-}
-
-/// Wraps `f`, which answers in the wrapper's protocol. Runtime errors become
-/// `false, message`, [`Unplaced`] ones `nil, message`; others (out of
-/// memory) propagate as they are.
-fn install<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<(Value, Value)> + Send + 'static,
-{
-    let raw = lua.create_function(move |lua, args: MultiValue| match f(lua, args) {
-        Err(Error::RuntimeError(msg)) => Ok((
-            Value::Boolean(false),
-            Value::String(lua.create_string(msg)?),
-        )),
-        Err(Error::ExternalError(e)) => match e.downcast_ref::<Unplaced>() {
-            Some(Unplaced(msg)) => Ok((Value::Nil, Value::String(lua.create_string(msg)?))),
-            None => Err(Error::ExternalError(e)),
-        },
-        other => other,
-    })?;
-    table.set(name, wrap.call::<Function>(raw)?)
 }
 
 #[cfg(test)]

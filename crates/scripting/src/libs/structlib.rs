@@ -6,7 +6,9 @@
 //! Two extensions are accepted that struct.c rejects: `=` (native byte
 //! order) and `j`/`J` (8-byte integers, like `l`/`L`).
 
-use mlua::{Error, Function, Lua, MultiValue, Table, Value};
+use mlua::{Lua, MultiValue, Table, Value};
+
+use super::{add, add_many, arg_error, fail, type_name};
 
 /// Largest `i`/`I` size struct.c accepts.
 const MAX_INT_SIZE: i64 = 32;
@@ -20,10 +22,9 @@ const MAX_RESULTS: usize = 7900;
 /// Registers the `struct` global table.
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let lib = lua.create_table()?;
-    let wrap = wrapper(lua)?;
-    add(lua, &wrap, &lib, "pack", pack)?;
-    add_many(lua, &wrap, &lib, "unpack", |lua, args| unpack(lua, &args))?;
-    add(lua, &wrap, &lib, "size", |lua, args| size(lua, &args))?;
+    add(lua, &lib, "pack", pack)?;
+    add_many(lua, &lib, "unpack", |lua, args| unpack(lua, &args))?;
+    add(lua, &lib, "size", |lua, args| size(lua, &args))?;
     lua.globals().set("struct", lib)
 }
 
@@ -211,7 +212,7 @@ fn pack(lua: &Lua, mut args: MultiValue) -> mlua::Result<Value> {
 }
 
 /// `struct.unpack(fmt, data [, pos])`: the values, then the position after
-/// them, in a table for the wrapper (a format can ask for thousands).
+/// them, in a table (see [`add_many`]; a format can ask for thousands).
 fn unpack(lua: &Lua, args: &MultiValue) -> mlua::Result<(Table, usize)> {
     let fmt_arg = check_string(lua, args, 1, "unpack")?;
     let data = check_string(lua, args, 2, "unpack")?;
@@ -372,14 +373,6 @@ fn size(lua: &Lua, args: &MultiValue) -> mlua::Result<Value> {
     Ok(Value::Number(pos as f64))
 }
 
-fn fail(msg: impl Into<String>) -> Error {
-    Error::RuntimeError(msg.into())
-}
-
-fn arg_error(index: usize, func: &str, msg: &str) -> Error {
-    fail(format!("bad argument #{index} to '{func}' ({msg})"))
-}
-
 fn check_number(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<f64> {
     let value = args.get(index - 1);
     let n = match value {
@@ -408,83 +401,6 @@ fn check_string(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua:
         let got = type_name(value);
         arg_error(index, func, &format!("string expected, got {got}"))
     })
-}
-
-/// Lua 5.1's name for a value's type, as `luaL_typename` prints it.
-fn type_name(value: Option<&Value>) -> &'static str {
-    match value {
-        None => "no value",
-        Some(Value::Nil) => "nil",
-        Some(Value::Boolean(_)) => "boolean",
-        Some(Value::Integer(_) | Value::Number(_)) => "number",
-        Some(Value::String(_)) => "string",
-        Some(Value::Table(_)) => "table",
-        Some(Value::Function(_)) => "function",
-        Some(Value::Thread(_)) => "thread",
-        Some(_) => "userdata",
-    }
-}
-
-/// The Lua wrapper each function is installed behind; it exists because a
-/// Rust callback's `Err` reaches Lua as mlua userdata, while scripts treat
-/// what `pcall` returns as a string, as in Redis. The Rust side answers
-/// with two values: `true, result`; `table, n` for results `1..=n` of the
-/// table (every value handed back directly would hold one of the few
-/// thousand handles mlua can keep alive); `false, message`, raised at
-/// level 2 so it gets the caller's position as `luaL_error` gives it in
-/// Redis's C libraries; or `nil, message`, raised without a position like
-/// the errors Lua's core raises inside a C function.
-fn wrapper(lua: &Lua) -> mlua::Result<Function> {
-    lua.load(
-        "local error, unpack = error, unpack
-         return function(impl)
-           return function(...)
-             local ok, v = impl(...)
-             if ok == true then return v end
-             if ok then return unpack(ok, 1, v) end
-             error(v, ok == false and 2 or 0)
-           end
-         end",
-    )
-    .set_name("=struct")
-    .call(())
-}
-
-/// Installs `f` as `table[name]`: one result.
-fn add<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<Value> + Send + 'static,
-{
-    install(lua, wrap, table, name, move |lua, args| {
-        Ok((Value::Boolean(true), f(lua, args)?))
-    })
-}
-
-/// Installs `f` as `table[name]`: results `1..=n` of the table it returns.
-fn add_many<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<(Table, usize)> + Send + 'static,
-{
-    install(lua, wrap, table, name, move |lua, args| {
-        let (results, n) = f(lua, args)?;
-        Ok((Value::Table(results), Value::Number(n as f64)))
-    })
-}
-
-/// Wraps `f`, which answers in the wrapper's protocol. Runtime errors become
-/// `false, message`; others (out of memory) propagate as they are.
-fn install<F>(lua: &Lua, wrap: &Function, table: &Table, name: &str, f: F) -> mlua::Result<()>
-where
-    F: Fn(&Lua, MultiValue) -> mlua::Result<(Value, Value)> + Send + 'static,
-{
-    let raw = lua.create_function(move |lua, args: MultiValue| match f(lua, args) {
-        Err(Error::RuntimeError(msg)) => Ok((
-            Value::Boolean(false),
-            Value::String(lua.create_string(msg)?),
-        )),
-        other => other,
-    })?;
-    table.set(name, wrap.call::<Function>(raw)?)
 }
 
 #[cfg(test)]
