@@ -13,11 +13,13 @@ use resp::{Frame, Protocol};
 
 use crate::convert::{error_bytes, frame_to_lua, lua_to_frame};
 use crate::redis_lib::{error_text, number_argument};
-use crate::sandbox::{self, RunControl, Sandbox, STOP_BUDGET, STOP_KILLED, STOP_NONE};
+use crate::sandbox::{self, RunControl, Sandbox, STOP_BUDGET, STOP_KILLED, STOP_MEMORY, STOP_NONE};
 
 pub const BUDGET_EXCEEDED: &str =
     "ERR Script exceeded its instruction budget (lua-instruction-limit) and was stopped";
 pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+pub const MEMORY_EXCEEDED: &str =
+    "ERR Script used more than the Lua memory limit (1 GB) and was stopped";
 
 /// What one run is allowed to do.
 pub struct RunOptions<'a> {
@@ -128,6 +130,7 @@ pub fn run(
         Ok(frame) => frame,
         Err(_) if stop == STOP_BUDGET => Frame::error(BUDGET_EXCEEDED),
         Err(_) if stop == STOP_KILLED => Frame::error(KILLED),
+        Err(_) if stop == STOP_MEMORY => Frame::error(MEMORY_EXCEEDED),
         Err(error) => Frame::Error(error_bytes(
             format!("ERR Error running script: {}", plain_message(&error)).as_bytes(),
         )),
@@ -183,6 +186,7 @@ pub fn error_handler(lua: &Lua, control: &Arc<RunControl>) -> mlua::Result<Funct
         let message: Vec<u8> = match control.stopped() {
             STOP_BUDGET => BUDGET_EXCEEDED.as_bytes().to_vec(),
             STOP_KILLED => KILLED.as_bytes().to_vec(),
+            STOP_MEMORY => MEMORY_EXCEEDED.as_bytes().to_vec(),
             _ => match &error {
                 Value::Table(raised) => {
                     if let Ok(Value::String(text)) = raised.raw_get::<Value>("err") {

@@ -29,13 +29,24 @@ use mlua::{
 /// every run's start, so no count carries over from earlier runs).
 pub const BUDGET_STEP: u32 = 1000;
 
-/// Most memory one engine's Lua state may hold.
+/// Most memory one engine's Lua state may hold; the instruction hook stops a
+/// run past it. It is checked by the hook rather than set as mlua's memory
+/// limit: with a limit, mlua (on Lua 5.1) wraps every API call in a
+/// protected call that allocates two C closures, which cost scripts about a
+/// third of their time. The heap size depends on when the collector last
+/// ran, so this stop is not exact the way the instruction budget is; it
+/// guards the process, not replica agreement.
 pub const MEMORY_LIMIT_BYTES: usize = 1 << 30;
+
+/// The longest string `string.rep` builds (Redis's `proto-max-bulk-len`
+/// default): one call allocates at once, before any hook could look.
+const MAX_REP_BYTES: u64 = 512 << 20;
 
 /// Why a run was stopped from outside the script's own logic.
 pub const STOP_NONE: u8 = 0;
 pub const STOP_BUDGET: u8 = 1;
 pub const STOP_KILLED: u8 = 2;
+pub const STOP_MEMORY: u8 = 3;
 
 /// What the instruction hook and the Rust-side globals share with the engine.
 pub struct RunControl {
@@ -214,7 +225,6 @@ pub fn build(activity: Arc<ScriptActivity>) -> mlua::Result<Sandbox> {
         StdLib::TABLE | StdLib::STRING | StdLib::MATH,
         LuaOptions::new(),
     )?;
-    lua.set_memory_limit(MEMORY_LIMIT_BYTES)?;
     crate::libs::register_all(&lua)?;
     let control = Arc::new(RunControl {
         instructions: AtomicU64::new(0),
@@ -261,6 +271,7 @@ pub fn build(activity: Arc<ScriptActivity>) -> mlua::Result<Sandbox> {
         globals.raw_set(name, real.raw_get::<Value>(name)?)?;
     }
     install_random(&lua, &globals, &control)?;
+    install_bounded_rep(&lua, &globals)?;
     let redis = crate::redis_lib::build(&lua, &control)?;
     globals.raw_set("redis", redis.clone())?;
     let hidden = lua.create_table()?;
@@ -370,6 +381,58 @@ fn install_random(lua: &Lua, globals: &Table, control: &Arc<RunControl>) -> mlua
     Ok(())
 }
 
+/// `string.rep` with Lua 5.1's argument rules, refusing results over
+/// [`MAX_REP_BYTES`] (one call allocates its whole result before any hook
+/// could look).
+fn install_bounded_rep(lua: &Lua, globals: &Table) -> mlua::Result<()> {
+    use crate::libs::{arg_error, fail, type_name};
+    let string: Table = globals.raw_get("string")?;
+    crate::libs::add(lua, &string, "rep", |lua, arguments: MultiValue| {
+        let text = match arguments.front() {
+            Some(Value::String(text)) => text.as_bytes().to_vec(),
+            Some(number @ (Value::Integer(_) | Value::Number(_))) => lua
+                .coerce_string(number.clone())?
+                .map(|text| text.as_bytes().to_vec())
+                .unwrap_or_default(),
+            other => {
+                return Err(arg_error(
+                    1,
+                    "rep",
+                    &format!("string expected, got {}", type_name(other)),
+                ))
+            }
+        };
+        let count = match arguments.get(1) {
+            Some(Value::Integer(count)) => *count,
+            Some(Value::Number(count)) => *count as i64,
+            Some(Value::String(digits)) => match digits
+                .to_str()
+                .ok()
+                .and_then(|d| d.trim().parse::<f64>().ok())
+            {
+                Some(count) => count as i64,
+                None => return Err(arg_error(2, "rep", "number expected, got string")),
+            },
+            other => {
+                return Err(arg_error(
+                    2,
+                    "rep",
+                    &format!("number expected, got {}", type_name(other)),
+                ))
+            }
+        };
+        if count <= 0 || text.is_empty() {
+            return Ok(Value::String(lua.create_string("")?));
+        }
+        if (text.len() as u64).saturating_mul(count as u64) > MAX_REP_BYTES {
+            return Err(fail("resulting string too large"));
+        }
+        Ok(Value::String(
+            lua.create_string(text.repeat(count as usize))?,
+        ))
+    })
+}
+
 /// Arms the instruction hook for one run (see [`BUDGET_STEP`]).
 pub fn arm_hook(lua: &Lua, control: &Arc<RunControl>, limit: u64) -> mlua::Result<()> {
     control.instructions.store(0, Ordering::SeqCst);
@@ -387,8 +450,12 @@ fn hook(
     control: &Arc<RunControl>,
 ) -> impl Fn(&Lua, &Debug) -> mlua::Result<VmState> + Send + 'static {
     let control = control.clone();
-    move |_, _| {
+    move |lua, _| {
         if control.stopped() != STOP_NONE {
+            return Err(mlua::Error::runtime("script stopped"));
+        }
+        if lua.used_memory() > MEMORY_LIMIT_BYTES {
+            control.stop.store(STOP_MEMORY, Ordering::SeqCst);
             return Err(mlua::Error::runtime("script stopped"));
         }
         let used = control

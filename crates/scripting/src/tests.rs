@@ -1050,3 +1050,18 @@ fn nothing_that_differs_between_replicas_is_visible() {
         bulk("1.5nil")
     );
 }
+
+#[test]
+fn string_rep_is_bounded() {
+    let mut h = Harness::new();
+    let reply = h.eval("return string.rep('x', 1e10)", &[], &[]);
+    assert!(
+        error_text(&reply).starts_with("ERR user_script:1: resulting string too large script: "),
+        "{reply:?}"
+    );
+    assert_eq!(
+        h.eval("return #string.rep('ab', 3)", &[], &[]),
+        Frame::Integer(6)
+    );
+    assert_eq!(h.eval("return ('x'):rep(2)", &[], &[]), bulk("xx"));
+}
