@@ -1,7 +1,6 @@
 //! One run of a script or function: KEYS and ARGV, the `redis.call` bridge
 //! into the keyspace, the instruction budget, and Redis's error replies.
 
-use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -68,53 +67,29 @@ pub fn run(
             sandbox.globals.raw_set("ARGV", argv_table.clone())?;
         }
         sandbox::arm_hook(lua, control, keyspace.config.script_instruction_limit)?;
-        let state = RefCell::new(CallState {
+        let mut state = CallState {
             keyspace,
             context,
             read_only: options.read_only,
             slot,
             killable,
-        });
-        let outcome = lua.scope(|scope| {
-            // Rust functions, so `return redis.call(...)` keeps the script's
-            // frame (a tail call into Lua would lose its line number).
-            let call = scope.create_function(|lua, arguments: MultiValue| {
-                let mut state = state.borrow_mut();
-                call_command(lua, &mut state, control, arguments)?
-                    .map_err(|text| mlua::Error::external(ScriptError(text)))
-            })?;
-            let pcall = scope.create_function(|lua, arguments: MultiValue| {
-                let mut state = state.borrow_mut();
-                match call_command(lua, &mut state, control, arguments)? {
-                    Ok(value) => Ok(value),
-                    Err(text) => {
-                        let table = lua.create_table()?;
-                        table.raw_set("err", lua.create_string(&text)?)?;
-                        Ok(Value::Table(table))
-                    }
-                }
-            })?;
-            sandbox.redis.raw_set("call", call)?;
-            sandbox.redis.raw_set("pcall", pcall)?;
-            let (ok, value): (bool, Value) = if options.as_function {
-                sandbox.function_runner.call((
-                    function.clone(),
-                    keys_table.clone(),
-                    argv_table.clone(),
-                ))?
-            } else {
-                sandbox.runner.call(function.clone())?
-            };
-            let resp3 = control.resp.load(Ordering::SeqCst) == 3;
-            Ok(if ok {
-                lua_to_frame(&value, resp3)
-            } else {
-                error_reply(&value, options.name)
-            })
-        });
-        sandbox.redis.raw_set("call", Value::Nil)?;
-        sandbox.redis.raw_set("pcall", Value::Nil)?;
-        outcome
+        };
+        let _current = CurrentRun::enter(lua, &mut state);
+        let (ok, value): (bool, Value) = if options.as_function {
+            sandbox.function_runner.call((
+                function.clone(),
+                keys_table.clone(),
+                argv_table.clone(),
+            ))?
+        } else {
+            sandbox.runner.call(function.clone())?
+        };
+        let resp3 = control.resp.load(Ordering::SeqCst) == 3;
+        Ok(if ok {
+            lua_to_frame(&value, resp3)
+        } else {
+            error_reply(&value, options.name)
+        })
     })();
     lua.remove_hook();
     if !options.as_function {
@@ -286,6 +261,72 @@ fn user_position(lua: &Lua) -> Option<(String, i64)> {
         }
     }
     None
+}
+
+/// The run in progress, as `redis.call` and `redis.pcall` find it: a
+/// pointer to the [`CallState`] on [`run`]'s stack, set for exactly the
+/// length of the script call and removed when the guard drops (on every
+/// path out of `run`).
+///
+/// The two functions are created once, with the sandbox; handing them the
+/// state through Lua's app data instead of creating them per run (with
+/// mlua's scoped functions) saves several allocations and registry
+/// operations on every script call.
+pub(crate) struct CurrentRun(*mut CallState<'static>);
+
+// SAFETY: the pointer is only dereferenced by the callbacks of the Lua state
+// it was stored in, while `run` (which owns the pointee and holds the Lua
+// state) is inside the script call on the same thread.
+unsafe impl Send for CurrentRun {}
+
+/// Removes the [`CurrentRun`] when dropped.
+struct CurrentRunGuard<'l> {
+    lua: &'l Lua,
+}
+
+impl CurrentRun {
+    fn enter<'l>(lua: &'l Lua, state: &mut CallState<'_>) -> CurrentRunGuard<'l> {
+        let pointer: *mut CallState<'_> = state;
+        lua.set_app_data(CurrentRun(pointer.cast()));
+        CurrentRunGuard { lua }
+    }
+}
+
+impl Drop for CurrentRunGuard<'_> {
+    fn drop(&mut self) {
+        self.lua.remove_app_data::<CurrentRun>();
+    }
+}
+
+/// Creates `redis.call` (raises a command's error) and `redis.pcall`
+/// (returns it as `{err=...}`). Rust functions, so `return redis.call(...)`
+/// keeps the script's frame (a tail call into Lua would lose its line).
+pub fn install_call(lua: &Lua, redis: &mlua::Table, control: &Arc<RunControl>) -> mlua::Result<()> {
+    for raise in [true, false] {
+        let control = control.clone();
+        let function = lua.create_function(move |lua, arguments: MultiValue| {
+            let Some(pointer) = lua.app_data_ref::<CurrentRun>().map(|current| current.0) else {
+                return Err(mlua::Error::runtime(
+                    "redis.call/pcall can only be called inside a script invocation",
+                ));
+            };
+            // SAFETY: see `CurrentRun`: set only while the script that is
+            // calling us runs, pointing at a live `CallState` that nothing
+            // else uses meanwhile (commands never call back into Lua).
+            let state = unsafe { &mut *pointer };
+            match call_command(lua, state, &control, arguments)? {
+                Ok(value) => Ok(value),
+                Err(text) if raise => Err(mlua::Error::external(ScriptError(text))),
+                Err(text) => {
+                    let table = lua.create_table()?;
+                    table.raw_set("err", lua.create_string(&text)?)?;
+                    Ok(Value::Table(table))
+                }
+            }
+        })?;
+        redis.raw_set(if raise { "call" } else { "pcall" }, function)?;
+    }
+    Ok(())
 }
 
 /// What `redis.call` reaches while a run lasts.

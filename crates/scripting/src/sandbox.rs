@@ -69,8 +69,6 @@ impl RunControl {
 /// The parts of the Lua state the engine works with.
 pub struct Sandbox {
     pub lua: Lua,
-    /// The real `redis` table: `call` and `pcall` are set on it per run.
-    pub redis: Table,
     /// What scripts see as their globals (a read-only view of `globals`).
     pub env: Table,
     /// The real globals behind `env`; KEYS and ARGV are set here per run.
@@ -273,7 +271,8 @@ pub fn build(activity: Arc<ScriptActivity>) -> mlua::Result<Sandbox> {
     install_random(&lua, &globals, &control)?;
     install_bounded_rep(&lua, &globals)?;
     let redis = crate::redis_lib::build(&lua, &control)?;
-    globals.raw_set("redis", redis.clone())?;
+    crate::run::install_call(&lua, &redis, &control)?;
+    globals.raw_set("redis", redis)?;
     let hidden = lua.create_table()?;
     let stopped = {
         let control = control.clone();
@@ -306,7 +305,6 @@ pub fn build(activity: Arc<ScriptActivity>) -> mlua::Result<Sandbox> {
         lua,
         env,
         globals,
-        redis,
         hidden,
         runner,
         function_runner,
