@@ -8,3 +8,4 @@ mod t30_dev;
 mod t40_reshard;
 mod t50_scale;
 mod t60_pubsub;
+mod t70_router;

@@ -1,5 +1,5 @@
-//! `slotraft dev`: one command brings up a local cluster, Ctrl-C stops it
-//! cleanly, and a second run on the same directory keeps the data.
+//! `slotraft dev`: one command brings up a local cluster and a router, Ctrl-C
+//! stops them cleanly, and a second run on the same directory keeps the data.
 
 use slotraft_tests::support::{binary, ScratchDir};
 use std::io::{BufRead, BufReader};
@@ -19,14 +19,16 @@ fn free_run(count: u16) -> u16 {
     panic!("no free run of {count} ports");
 }
 
-/// Starts `slotraft dev` and waits for its ready message.
-fn start_dev(dir: &ScratchDir, port: u16, raft_port: u16) -> Child {
+/// Starts `slotraft dev` and waits for its ready message; returns it and the
+/// router port it printed.
+fn start_dev(dir: &ScratchDir, port: u16, raft_port: u16, router_port: u16) -> (Child, u16) {
     let mut child = Command::new(binary())
         .arg("dev")
         .arg("--dir")
         .arg(&dir.0)
         .args(["--port", &port.to_string()])
         .args(["--raft-port", &raft_port.to_string()])
+        .args(["--router-port", &router_port.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -35,18 +37,34 @@ fn start_dev(dir: &ScratchDir, port: u16, raft_port: u16) -> Child {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut sender = Some(sender);
+        let mut printed_router_port = None;
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(port) = line.trim().strip_prefix("connect: redis-cli -p ") {
+                printed_router_port = port.trim().parse::<u16>().ok();
+            }
             if line.contains("connect: redis-cli -c -p") {
                 if let Some(sender) = sender.take() {
-                    let _ = sender.send(());
+                    let _ = sender.send(printed_router_port);
                 }
             }
         }
     });
-    receiver
+    let printed = receiver
         .recv_timeout(Duration::from_secs(60))
-        .expect("slotraft dev did not become ready");
-    child
+        .expect("slotraft dev did not become ready")
+        .expect("slotraft dev printed the router's connect line");
+    (child, printed)
+}
+
+/// A plain (non-cluster) connection through the router.
+fn router_client(port: u16) -> redis::Connection {
+    let connection = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|client| client.get_connection())
+        .expect("connect to the router");
+    connection
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    connection
 }
 
 fn interrupt_and_wait(mut child: Child) {
@@ -81,9 +99,11 @@ fn cluster_client(port: u16) -> redis::cluster::ClusterConnection {
 #[test]
 fn dev_starts_a_cluster_stops_on_ctrl_c_and_keeps_data() {
     let dir = ScratchDir::new("dev");
-    let port = free_run(6);
-    let raft_port = port + 3;
-    let dev = start_dev(&dir, port, raft_port);
+    let port = free_run(7);
+    let router_port = port + 3;
+    let raft_port = port + 4;
+    let (dev, printed) = start_dev(&dir, port, raft_port, router_port);
+    assert_eq!(printed, router_port);
     let mut client = cluster_client(port);
     for index in 0..100 {
         let _: () = redis::cmd("SET")
@@ -93,9 +113,27 @@ fn dev_starts_a_cluster_stops_on_ctrl_c_and_keeps_data() {
             .unwrap();
     }
     drop(client);
+    // The router serves plain clients: reads of the keys written above,
+    // writes, and whole-cluster DBSIZE.
+    let mut plain = router_client(router_port);
+    for index in 0..100 {
+        let value: i64 = redis::cmd("GET")
+            .arg(format!("dev:{index}"))
+            .query(&mut plain)
+            .unwrap();
+        assert_eq!(value, index);
+    }
+    let _: () = redis::cmd("SET")
+        .arg("dev:router")
+        .arg("through the router")
+        .query(&mut plain)
+        .unwrap();
+    let size: i64 = redis::cmd("DBSIZE").query(&mut plain).unwrap();
+    assert_eq!(size, 101);
+    drop(plain);
     interrupt_and_wait(dev);
-    // Every node process is gone: nothing listens on their ports.
-    for offset in 0..3 {
+    // Every node process and the router are gone: nothing listens on their ports.
+    for offset in 0..4 {
         assert!(
             std::net::TcpStream::connect(("127.0.0.1", port + offset)).is_err(),
             "a node still listens on {}",
@@ -103,7 +141,7 @@ fn dev_starts_a_cluster_stops_on_ctrl_c_and_keeps_data() {
         );
     }
     // A second run reuses the data.
-    let dev = start_dev(&dir, port, raft_port);
+    let (dev, _) = start_dev(&dir, port, raft_port, router_port);
     let mut client = cluster_client(port);
     for index in 0..100 {
         let value: i64 = redis::cmd("GET")
@@ -113,5 +151,12 @@ fn dev_starts_a_cluster_stops_on_ctrl_c_and_keeps_data() {
         assert_eq!(value, index);
     }
     drop(client);
+    let mut plain = router_client(router_port);
+    let value: String = redis::cmd("GET")
+        .arg("dev:router")
+        .query(&mut plain)
+        .unwrap();
+    assert_eq!(value, "through the router");
+    drop(plain);
     interrupt_and_wait(dev);
 }

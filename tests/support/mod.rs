@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod group;
+pub mod router;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,7 +1,8 @@
 //! `slotraft dev`: a local cluster in one command. It starts cluster-enabled
 //! nodes as child processes (data under one directory), forms the cluster on
-//! the first run, prints how to connect, and on Ctrl-C (or SIGTERM) stops the
-//! nodes cleanly. A second run on the same directory restarts the same cluster
+//! the first run, starts a router (`slotraft router`, a child process too) for
+//! clients without cluster support, prints how to connect, and on Ctrl-C (or
+//! SIGTERM) stops the router and the nodes cleanly. A second run on the same directory restarts the same cluster
 //! with its data.
 
 use crate::admin;
@@ -20,6 +21,8 @@ pub struct DevOptions {
     pub nodes: usize,
     pub shards: usize,
     pub replicas: usize,
+    /// Client port of the router.
+    pub router_port: u16,
 }
 
 /// How long a node may take to accept connections.
@@ -27,8 +30,10 @@ const START_LIMIT: Duration = Duration::from_secs(30);
 /// How long a node may take to stop after SIGTERM before it is killed.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
 
+/// The child processes (nodes, then the router), with names for messages.
 struct Nodes {
     children: Vec<Child>,
+    names: Vec<String>,
 }
 
 impl Nodes {
@@ -54,6 +59,7 @@ impl Nodes {
             }
         }
         self.children.clear();
+        self.names.clear();
     }
 }
 
@@ -92,6 +98,24 @@ fn spawn_node(options: &DevOptions, index: usize) -> anyhow::Result<Child> {
         .context("starting a node")
 }
 
+fn spawn_router(options: &DevOptions, seeds: &[String]) -> anyhow::Result<Child> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(options.dir.join("router.log"))
+        .with_context(|| format!("opening router.log in {}", options.dir.display()))?;
+    let executable = std::env::current_exe().context("finding the slotraft executable")?;
+    Command::new(executable)
+        .args(["router", "--bind", "127.0.0.1"])
+        .args(["--port", &options.router_port.to_string()])
+        .args(["--seeds", &seeds.join(",")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("starting the router")
+}
+
 async fn wait_accepting(address: &str, child: &mut Child) -> anyhow::Result<()> {
     let deadline = Instant::now() + START_LIMIT;
     loop {
@@ -99,7 +123,7 @@ async fn wait_accepting(address: &str, child: &mut Child) -> anyhow::Result<()> 
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
-            bail!("the node on {address} exited at start ({status}); see its node.log");
+            bail!("the process on {address} exited at start ({status}); see its log");
         }
         if Instant::now() > deadline {
             bail!(
@@ -128,9 +152,11 @@ pub async fn run(options: DevOptions, seed: u64) -> anyhow::Result<()> {
     let options = DevOptions { dir, ..options };
     let mut nodes = Nodes {
         children: Vec::new(),
+        names: Vec::new(),
     };
     for index in 0..options.nodes {
         nodes.children.push(spawn_node(&options, index)?);
+        nodes.names.push(format!("node {}", index + 1));
     }
     let addresses: Vec<String> = (0..options.nodes)
         .map(|index| address(&options, index))
@@ -145,6 +171,12 @@ pub async fn run(options: DevOptions, seed: u64) -> anyhow::Result<()> {
         admin::create(&addresses, Some(options.shards), options.replicas, seed).await?;
         std::fs::write(&marker, b"created\n")?;
     }
+    let router_address = format!("127.0.0.1:{}", options.router_port);
+    let mut router = spawn_router(&options, &addresses)?;
+    let started = wait_accepting(&router_address, &mut router).await;
+    nodes.children.push(router);
+    nodes.names.push("router".to_string());
+    started?;
     println!();
     println!(
         "slotraft dev cluster ready: {} nodes, {} shards, {} replicas each",
@@ -152,10 +184,12 @@ pub async fn run(options: DevOptions, seed: u64) -> anyhow::Result<()> {
     );
     println!("  data:    {}", options.dir.display());
     println!("  nodes:   {}", addresses.join(" "));
+    println!("  router:  {router_address} (any Redis client, no cluster support needed)");
+    println!("  connect: redis-cli -p {}", options.router_port);
     println!("  connect: redis-cli -c -p {}", options.port);
     println!("Press Ctrl-C to stop.");
     wait_for_stop(&mut nodes).await;
-    println!("stopping the nodes");
+    println!("stopping the router and the nodes");
     nodes.stop();
     println!("stopped");
     Ok(())
@@ -177,9 +211,9 @@ async fn wait_for_stop(nodes: &mut Nodes) {
             _ = terminate.recv() => return,
             _ = interrupt.recv() => return,
             _ = check.tick() => {
-                for (index, child) in nodes.children.iter_mut().enumerate() {
+                for (child, name) in nodes.children.iter_mut().zip(&nodes.names) {
                     if let Ok(Some(status)) = child.try_wait() {
-                        eprintln!("node {} exited ({status}); stopping the others", index + 1);
+                        eprintln!("{name} exited ({status}); stopping the others");
                         return;
                     }
                 }

@@ -1,5 +1,6 @@
-//! `slotraft`: the node (standalone today; cluster, router and dev launcher come with
-//! their issues).
+//! `slotraft`: the node (standalone, replicated or cluster-enabled), the admin CLI
+//! (`slotraft cluster ...`), the router (a RESP proxy for non-cluster clients) and
+//! the `dev` launcher.
 
 mod admin;
 mod alloc;
@@ -18,6 +19,7 @@ mod pubsub;
 mod replica;
 mod replicated;
 mod resp_client;
+mod router;
 mod server;
 mod session;
 
@@ -70,6 +72,30 @@ enum Command {
         shards: usize,
         #[arg(long, default_value_t = 3)]
         replicas: usize,
+        /// Client port of the router (default: PORT + NODES).
+        #[arg(long)]
+        router_port: Option<u16>,
+    },
+    /// Run the RESP proxy for clients without cluster support:
+    /// `slotraft router --port P --seeds HOST:PORT[,HOST:PORT...]`.
+    Router {
+        #[arg(long, default_value_t = 6379)]
+        port: u16,
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: String,
+        /// Cluster nodes to learn the slot map from (client ports).
+        #[arg(long, value_delimiter = ',', required = true)]
+        seeds: Vec<String>,
+        /// Most clients served at once; more are refused with an error.
+        #[arg(long, default_value_t = 10_000)]
+        maxclients: usize,
+        /// Bound on each connect, write and read to a node (blocking commands
+        /// wait their own timeout plus this).
+        #[arg(long, default_value_t = 5_000)]
+        upstream_timeout_ms: u64,
+        /// How often the slot map is refreshed besides on MOVED and failures.
+        #[arg(long, default_value_t = 5_000)]
+        refresh_interval_ms: u64,
     },
     /// Administer a cluster of running nodes (`--cluster-enabled yes`).
     Cluster {
@@ -143,7 +169,13 @@ fn main() -> anyhow::Result<()> {
             nodes,
             shards,
             replicas,
+            router_port,
         } => {
+            let router_port = match router_port {
+                Some(router_port) => router_port,
+                None => u16::try_from(port as usize + nodes)
+                    .context("--port is too high for the default --router-port")?,
+            };
             let raft_port = match raft_port {
                 Some(raft_port) => raft_port,
                 None => port
@@ -157,12 +189,35 @@ fn main() -> anyhow::Result<()> {
                 nodes,
                 shards,
                 replicas,
+                router_port,
             };
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("starting the runtime")?;
             runtime.block_on(dev::run(options, random_seed()))
+        }
+        Command::Router {
+            port,
+            bind,
+            seeds,
+            maxclients,
+            upstream_timeout_ms,
+            refresh_interval_ms,
+        } => {
+            let options = router::RouterOptions {
+                bind,
+                port,
+                seeds,
+                max_clients: maxclients.max(1),
+                upstream_timeout: std::time::Duration::from_millis(upstream_timeout_ms.max(1)),
+                refresh_interval: std::time::Duration::from_millis(refresh_interval_ms),
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?;
+            runtime.block_on(router::run(options))
         }
         Command::Cluster { command } => {
             let runtime = tokio::runtime::Builder::new_current_thread()

@@ -1,0 +1,649 @@
+//! One task per router client: read requests (with `RequestParser`'s limits),
+//! answer connection-level commands locally, queue MULTI in the router, and
+//! route everything else to the leader of its slot's shard, following
+//! MOVED / ASK / TRYAGAIN / CLUSTERDOWN with bounded retries and backoff.
+
+use super::topology::redirect_address;
+use super::upstream::{Failure, Upstreams};
+use super::{whole, Router};
+use bytes::{Bytes, BytesMut};
+use keyspace::command::flags;
+use keyspace::CommandSpec;
+use resp::{Frame, Protocol, RequestLimits, RequestParser};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Attempts per command (the first try included) before the last error is
+/// passed on.
+const MAX_ATTEMPTS: usize = 12;
+/// Backoff between retries: starts here, doubles, capped.
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_millis(640);
+/// Redirects followed at once before retries start to back off too.
+const FREE_REDIRECTS: usize = 2;
+/// Redis's client-query-buffer-limit default: a client buffering more is dropped.
+const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
+/// Replies are written once this much is pending, even mid-pipeline.
+const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
+/// Commands one MULTI may queue in the router.
+const MAX_QUEUED: usize = 100_000;
+
+pub const CLUSTER_DOWN: &str = "CLUSTERDOWN The cluster is down";
+pub const SLOT_NOT_SERVED: &str = "CLUSTERDOWN Hash slot not served";
+pub const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+/// How a request may be retried and how long its reply may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    /// Retry after an I/O failure that may have reached the node (reads only:
+    /// a write's outcome would be unknown).
+    pub retry_io: bool,
+    /// Bound on waiting for the reply; None for a blocking command without
+    /// a timeout.
+    pub read_limit: Option<Duration>,
+}
+
+/// What an error reply asks the router to do.
+enum Redirect {
+    None,
+    Moved(String),
+    Ask(String),
+    /// TRYAGAIN or CLUSTERDOWN: the command was not run; retry later.
+    Retry,
+}
+
+impl Redirect {
+    fn of(reply: &Frame, from: &str) -> Redirect {
+        let Frame::Error(text) = reply else {
+            return Redirect::None;
+        };
+        let text = String::from_utf8_lossy(text);
+        let mut words = text.split(' ');
+        match words.next() {
+            Some("MOVED") => match words.nth(1) {
+                Some(endpoint) => Redirect::Moved(redirect_address(endpoint, from)),
+                None => Redirect::None,
+            },
+            Some("ASK") => match words.nth(1) {
+                Some(endpoint) => Redirect::Ask(redirect_address(endpoint, from)),
+                None => Redirect::None,
+            },
+            Some("TRYAGAIN") | Some("CLUSTERDOWN") => Redirect::Retry,
+            _ => Redirect::None,
+        }
+    }
+
+    fn is_some(&self) -> bool {
+        !matches!(self, Redirect::None)
+    }
+}
+
+/// The error a client sees when retries ran out: redirects never reach it.
+pub fn give_up(last: Frame) -> Frame {
+    match &last {
+        Frame::Error(text) if text.starts_with(b"MOVED ") || text.starts_with(b"ASK ") => {
+            Frame::error_owned(format!(
+                "CLUSTERDOWN the router's redirects did not settle after {MAX_ATTEMPTS} attempts (last: {})",
+                String::from_utf8_lossy(text)
+            ))
+        }
+        _ => last,
+    }
+}
+
+struct Multi {
+    queued: Vec<Vec<Bytes>>,
+    slot: Option<u16>,
+    failed: bool,
+}
+
+/// A WATCH pinned to the node (and connection) of one slot.
+struct Watch {
+    slot: u16,
+    address: String,
+}
+
+pub struct Client {
+    pub router: Arc<Router>,
+    pub upstreams: Upstreams,
+    protocol: Protocol,
+    id: u64,
+    multi: Option<Multi>,
+    watch: Option<Watch>,
+}
+
+/// Serves one client until it disconnects or breaks the protocol.
+pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
+    let mut client = Client {
+        upstreams: Upstreams::new(router.upstream_timeout),
+        id: router.next_client_id(),
+        router,
+        protocol: Protocol::Resp2,
+        multi: None,
+        watch: None,
+    };
+    let mut parser = RequestParser::new(RequestLimits::default());
+    let mut input = BytesMut::with_capacity(16 * 1024);
+    let mut output = BytesMut::with_capacity(16 * 1024);
+    loop {
+        loop {
+            match parser.next_request(&mut input) {
+                Ok(Some(arguments)) => {
+                    let (reply, close) = client.handle(arguments).await;
+                    resp::encode(&reply, client.protocol, &mut output);
+                    if close {
+                        let _ = stream.write_all(&output).await;
+                        return;
+                    }
+                    if output.len() >= OUTPUT_FLUSH_BYTES {
+                        if stream.write_all(&output).await.is_err() {
+                            return;
+                        }
+                        output.clear();
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    resp::encode(
+                        &Frame::error_owned(format!("ERR {error}")),
+                        client.protocol,
+                        &mut output,
+                    );
+                    let _ = stream.write_all(&output).await;
+                    return;
+                }
+            }
+        }
+        if !output.is_empty() {
+            if stream.write_all(&output).await.is_err() {
+                return;
+            }
+            output.clear();
+        }
+        if input.len() + parser.pending_bytes() > QUERY_BUFFER_LIMIT {
+            return;
+        }
+        input.reserve(16 * 1024);
+        match stream.read_buf(&mut input).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// The read limit for a blocking command: its own timeout plus the usual
+/// margin, none for 0 (wait forever).
+fn blocking_limit(spec: &CommandSpec, arguments: &[Bytes], margin: Duration) -> Option<Duration> {
+    let seconds = |argument: Option<&Bytes>| -> Option<f64> {
+        std::str::from_utf8(argument?).ok()?.parse::<f64>().ok()
+    };
+    let timeout_seconds = match spec.name {
+        "blmpop" | "bzmpop" => seconds(arguments.get(1)),
+        "wait" => seconds(arguments.get(2)).map(|ms| ms / 1000.0),
+        "waitaof" => seconds(arguments.get(3)).map(|ms| ms / 1000.0),
+        "xread" | "xreadgroup" => {
+            let block = arguments
+                .iter()
+                .position(|argument| argument.eq_ignore_ascii_case(b"block"));
+            match block {
+                Some(index) => seconds(arguments.get(index + 1)).map(|ms| ms / 1000.0),
+                None => return Some(margin),
+            }
+        }
+        _ => seconds(arguments.last()),
+    };
+    match timeout_seconds {
+        Some(0.0) => None,
+        Some(value) if value.is_finite() && value > 0.0 && value < 1e9 => {
+            Some(Duration::from_secs_f64(value) + margin)
+        }
+        // Invalid timeouts get the node's error at once.
+        _ => Some(margin),
+    }
+}
+
+impl Client {
+    /// How `spec` may be retried and how long it may take.
+    pub fn call_for(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Call {
+        let margin = self.upstreams.timeout;
+        if spec.has(flags::BLOCKING) {
+            return Call {
+                retry_io: false,
+                read_limit: blocking_limit(spec, arguments, margin),
+            };
+        }
+        Call {
+            retry_io: spec.has(flags::READONLY) && !spec.is_write(),
+            read_limit: Some(margin),
+        }
+    }
+
+    /// Answers one request; true when the connection should close after it.
+    async fn handle(&mut self, arguments: Vec<Bytes>) -> (Frame, bool) {
+        let spec = match keyspace::commands::resolve(&arguments) {
+            Ok(spec) => spec,
+            Err(error) => {
+                if let Some(multi) = &mut self.multi {
+                    multi.failed = true;
+                }
+                return (error, false);
+            }
+        };
+        if self.multi.is_some()
+            && !matches!(
+                spec.name,
+                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+            )
+        {
+            return (self.queue(spec, arguments), false);
+        }
+        let reply = match spec.name {
+            "quit" => return (Frame::OK, true),
+            "ping" => match arguments.get(1) {
+                Some(message) => Frame::Bulk(message.clone()),
+                None => Frame::simple("PONG"),
+            },
+            "echo" => Frame::Bulk(arguments[1].clone()),
+            "hello" => self.hello(&arguments),
+            "select" => match keyspace::args::parse_i64(&arguments[1]) {
+                Ok(0) => Frame::OK,
+                Ok(_) => Frame::error("ERR SELECT is not allowed in cluster mode"),
+                Err(_) => Frame::error("ERR value is not an integer or out of range"),
+            },
+            // Reads always go to leaders, which READONLY allows.
+            "readonly" | "readwrite" => Frame::OK,
+            "multi" => match self.multi {
+                Some(_) => Frame::error("ERR MULTI calls can not be nested"),
+                None => {
+                    self.multi = Some(Multi {
+                        queued: Vec::new(),
+                        slot: None,
+                        failed: false,
+                    });
+                    Frame::OK
+                }
+            },
+            "exec" => self.exec().await,
+            "discard" => match self.multi.take() {
+                Some(_) => {
+                    self.unwatch().await;
+                    Frame::OK
+                }
+                None => Frame::error("ERR DISCARD without MULTI"),
+            },
+            "watch" => self.watch(&arguments).await,
+            "unwatch" => {
+                self.unwatch().await;
+                Frame::OK
+            }
+            "reset" => {
+                self.multi = None;
+                self.unwatch().await;
+                self.protocol = Protocol::Resp2;
+                self.upstreams.set_protocol(Protocol::Resp2);
+                Frame::simple("RESET")
+            }
+            "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
+            | "sunsubscribe" => Frame::error("ERR Pub/Sub through the router is not supported yet"),
+            "monitor" => Frame::error("ERR MONITOR through the router is not supported yet"),
+            "mget" | "mset" | "del" | "unlink" | "exists" | "touch" => {
+                whole::split(self, spec, &arguments).await
+            }
+            "dbsize" => whole::dbsize(self).await,
+            "scan" => whole::scan(self, &arguments).await,
+            "keys" => whole::keys(self, &arguments).await,
+            "randomkey" => whole::random_key(self).await,
+            "flushall" | "flushdb" | "script|load" | "script|flush" | "function|load"
+            | "function|flush" | "function|delete" | "function|restore" => {
+                whole::broadcast(self, &arguments).await
+            }
+            "script|exists" => whole::script_exists(self, &arguments).await,
+            _ => self.forward(spec, &arguments).await,
+        };
+        (reply, false)
+    }
+
+    /// HELLO [protover [AUTH user pass] [SETNAME name]], answered by the router.
+    fn hello(&mut self, arguments: &[Bytes]) -> Frame {
+        let mut protocol = self.protocol;
+        if let Some(version) = arguments.get(1) {
+            protocol = match keyspace::args::parse_i64(version) {
+                Ok(2) => Protocol::Resp2,
+                Ok(3) => Protocol::Resp3,
+                Ok(_) => return Frame::error("NOPROTO unsupported protocol version"),
+                Err(_) => {
+                    return Frame::error("ERR Protocol version is not an integer or out of range")
+                }
+            };
+        }
+        let mut index = 2;
+        while index < arguments.len() {
+            let option = &arguments[index];
+            if option.eq_ignore_ascii_case(b"setname") && index + 1 < arguments.len() {
+                index += 2;
+            } else if option.eq_ignore_ascii_case(b"auth") && index + 2 < arguments.len() {
+                return Frame::error("ERR AUTH through the router is not supported yet");
+            } else {
+                return Frame::error_owned(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    String::from_utf8_lossy(option)
+                ));
+            }
+        }
+        if protocol != self.protocol {
+            // The node connections are reopened in the new protocol; a WATCH
+            // lived on them.
+            self.watch = None;
+            self.protocol = protocol;
+            self.upstreams.set_protocol(protocol);
+        }
+        let text = |value: &'static str| Frame::Bulk(Bytes::from_static(value.as_bytes()));
+        Frame::Map(vec![
+            (text("server"), text("redis")),
+            (text("version"), text("7.2.4")),
+            (
+                text("proto"),
+                Frame::Integer(if protocol == Protocol::Resp3 { 3 } else { 2 }),
+            ),
+            (text("id"), Frame::Integer(self.id as i64)),
+            (text("mode"), text("standalone")),
+            (text("role"), text("master")),
+            (text("modules"), Frame::Array(Vec::new())),
+        ])
+    }
+
+    /// Routes a command by its slot: keyed to the slot's leader, keyless to
+    /// any node, CROSSSLOT when its keys span slots.
+    async fn forward(&mut self, spec: &CommandSpec, arguments: &[Bytes]) -> Frame {
+        let call = self.call_for(spec, arguments);
+        match keyspace::command_slot(spec, arguments) {
+            Err(error) => Frame::error(error.message()),
+            Ok(Some(slot)) => self.keyed(slot, arguments, call).await,
+            Ok(None) => self.keyless(arguments, call).await,
+        }
+    }
+
+    /// One keyed command, redirects followed.
+    pub async fn keyed(&mut self, slot: u16, arguments: &[Bytes], call: Call) -> Frame {
+        match self.routed(slot, &[arguments], call).await {
+            Ok((_, mut replies)) => replies.pop().unwrap_or(Frame::Null),
+            Err(error) => error,
+        }
+    }
+
+    /// Sends `requests` (a command, or MULTI ... EXEC) to the leader of
+    /// `slot`, following MOVED, ASK (with ASKING first), TRYAGAIN and
+    /// CLUSTERDOWN. A batch counts as redirected when any of its replies is a
+    /// redirect: then none of it ran (a node refuses before running anything,
+    /// and a transaction with a refused command is discarded). Returns the
+    /// address that answered and the replies, or the error to answer with.
+    pub async fn routed(
+        &mut self,
+        slot: u16,
+        requests: &[&[Bytes]],
+        call: Call,
+    ) -> Result<(String, Vec<Frame>), Frame> {
+        let asking = [Bytes::from_static(b"ASKING")];
+        let mut target: Option<(String, bool)> = None;
+        let mut delay = FIRST_BACKOFF;
+        let mut redirects = 0;
+        let mut last = Frame::error(SLOT_NOT_SERVED);
+        for attempt in 0..MAX_ATTEMPTS {
+            let (address, ask) = match target.take() {
+                Some(target) => target,
+                None => {
+                    let mut owner = self.router.map().owner(slot).map(str::to_string);
+                    if owner.is_none() {
+                        self.router.refresh().await;
+                        owner = self.router.map().owner(slot).map(str::to_string);
+                    }
+                    match owner {
+                        Some(address) => (address, false),
+                        None if self.router.no_map_error().is_some() => {
+                            return Err(self
+                                .router
+                                .no_map_error()
+                                .unwrap_or_else(|| Frame::error(CLUSTER_DOWN)));
+                        }
+                        None => {
+                            last = Frame::error(SLOT_NOT_SERVED);
+                            backoff(&mut delay, attempt).await;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let mut batch: Vec<&[Bytes]> = Vec::with_capacity(requests.len() + 1);
+            if ask {
+                batch.push(&asking);
+            }
+            batch.extend_from_slice(requests);
+            match self
+                .upstreams
+                .exchange(&address, &batch, call.read_limit)
+                .await
+            {
+                Ok(mut replies) => {
+                    if ask {
+                        replies.remove(0);
+                    }
+                    let redirect = replies
+                        .iter()
+                        .map(|reply| (Redirect::of(reply, &address), reply))
+                        .find(|(redirect, _)| redirect.is_some());
+                    let Some((redirect, reply)) = redirect else {
+                        return Ok((address, replies));
+                    };
+                    last = reply.clone();
+                    match redirect {
+                        Redirect::Moved(to) => {
+                            let router = self.router.clone();
+                            tokio::spawn(async move { router.refresh().await });
+                            redirects += 1;
+                            if redirects > FREE_REDIRECTS {
+                                backoff(&mut delay, attempt).await;
+                            }
+                            target = Some((to, false));
+                        }
+                        Redirect::Ask(to) => {
+                            redirects += 1;
+                            if redirects > FREE_REDIRECTS {
+                                backoff(&mut delay, attempt).await;
+                            }
+                            target = Some((to, true));
+                        }
+                        Redirect::Retry | Redirect::None => {
+                            self.router.refresh().await;
+                            backoff(&mut delay, attempt).await;
+                        }
+                    }
+                }
+                Err(failure) => {
+                    last = failure.reply(&address);
+                    if matches!(failure, Failure::Io(_)) && !call.retry_io {
+                        return Err(last);
+                    }
+                    self.router.refresh().await;
+                    backoff(&mut delay, attempt).await;
+                }
+            }
+        }
+        Err(give_up(last))
+    }
+
+    /// A keyless command: the first node that answers (masters first).
+    pub async fn keyless(&mut self, arguments: &[Bytes], call: Call) -> Frame {
+        let mut candidates = self.router.any_nodes();
+        if candidates.is_empty() {
+            self.router.refresh().await;
+            candidates = self.router.any_nodes();
+        }
+        let mut last = Frame::error(CLUSTER_DOWN);
+        for address in candidates {
+            match self
+                .upstreams
+                .exchange(&address, &[arguments], call.read_limit)
+                .await
+            {
+                Ok(mut replies) => return replies.pop().unwrap_or(Frame::Null),
+                Err(failure) => {
+                    last = failure.reply(&address);
+                    if matches!(failure, Failure::Io(_)) && !call.retry_io {
+                        return last;
+                    }
+                }
+            }
+        }
+        let router = self.router.clone();
+        tokio::spawn(async move { router.refresh().await });
+        last
+    }
+
+    /// Queues a command inside MULTI; every keyed one must share one slot.
+    fn queue(&mut self, spec: &CommandSpec, arguments: Vec<Bytes>) -> Frame {
+        let watched_slot = self.watch.as_ref().map(|watch| watch.slot);
+        let Some(multi) = self.multi.as_mut() else {
+            return Frame::error("ERR internal: no transaction");
+        };
+        match keyspace::command_slot(spec, &arguments) {
+            Err(error) => {
+                multi.failed = true;
+                return Frame::error(error.message());
+            }
+            Ok(Some(slot)) => {
+                let pinned = multi.slot.or(watched_slot);
+                if pinned.is_some_and(|pinned| pinned != slot) {
+                    multi.failed = true;
+                    return Frame::error(keyspace::slots::CROSSSLOT);
+                }
+                multi.slot = Some(slot);
+            }
+            Ok(None) => {}
+        }
+        if multi.queued.len() >= MAX_QUEUED {
+            multi.failed = true;
+            return Frame::error_owned(format!(
+                "ERR the router queues at most {MAX_QUEUED} commands in one transaction"
+            ));
+        }
+        multi.queued.push(arguments);
+        Frame::simple("QUEUED")
+    }
+
+    /// EXEC: MULTI, the queued commands and EXEC go to the node of the
+    /// transaction's slot in one pipeline (retried while it is redirected,
+    /// which means it did not run), or on the WATCH's connection.
+    async fn exec(&mut self) -> Frame {
+        let Some(multi) = self.multi.take() else {
+            return Frame::error("ERR EXEC without MULTI");
+        };
+        let watch = self.watch.take();
+        if multi.failed {
+            if let Some(watch) = watch {
+                self.send_unwatch(&watch.address).await;
+            }
+            return Frame::error(EXECABORT);
+        }
+        let begin = [Bytes::from_static(b"MULTI")];
+        let end = [Bytes::from_static(b"EXEC")];
+        let mut requests: Vec<&[Bytes]> = Vec::with_capacity(multi.queued.len() + 2);
+        requests.push(&begin);
+        requests.extend(multi.queued.iter().map(Vec::as_slice));
+        requests.push(&end);
+        let call = Call {
+            retry_io: false,
+            read_limit: Some(self.upstreams.timeout),
+        };
+        if let Some(watch) = watch {
+            // The watch lives on that connection: no retries elsewhere. A
+            // lost connection lost the watch, so the transaction aborts as
+            // if a watched key had changed.
+            if !self.upstreams.is_open(&watch.address) {
+                return Frame::NullArray;
+            }
+            return match self
+                .upstreams
+                .exchange(&watch.address, &requests, call.read_limit)
+                .await
+            {
+                Ok(mut replies) => give_up(replies.pop().unwrap_or(Frame::Null)),
+                Err(failure) => failure.reply(&watch.address),
+            };
+        }
+        match multi.slot {
+            Some(slot) => match self.routed(slot, &requests, call).await {
+                Ok((_, mut replies)) => replies.pop().unwrap_or(Frame::Null),
+                Err(error) => error,
+            },
+            None => {
+                let Some(address) = self.router.any_nodes().into_iter().next() else {
+                    return Frame::error(CLUSTER_DOWN);
+                };
+                match self
+                    .upstreams
+                    .exchange(&address, &requests, call.read_limit)
+                    .await
+                {
+                    Ok(mut replies) => replies.pop().unwrap_or(Frame::Null),
+                    Err(failure) => failure.reply(&address),
+                }
+            }
+        }
+    }
+
+    /// WATCH key...: the keys share a slot; the watch is pinned to the node
+    /// (and connection) that serves it.
+    async fn watch(&mut self, arguments: &[Bytes]) -> Frame {
+        if self.multi.is_some() {
+            return Frame::error("ERR WATCH inside MULTI is not allowed");
+        }
+        let slot = cluster::key_slot(&arguments[1]);
+        if arguments[2..]
+            .iter()
+            .any(|key| cluster::key_slot(key) != slot)
+            || self.watch.as_ref().is_some_and(|watch| watch.slot != slot)
+        {
+            return Frame::error(keyspace::slots::CROSSSLOT);
+        }
+        let call = Call {
+            retry_io: true,
+            read_limit: Some(self.upstreams.timeout),
+        };
+        match self.routed(slot, &[arguments], call).await {
+            Ok((address, mut replies)) => {
+                let reply = replies.pop().unwrap_or(Frame::Null);
+                if !reply.is_error() {
+                    self.watch = Some(Watch { slot, address });
+                }
+                reply
+            }
+            Err(error) => error,
+        }
+    }
+
+    async fn unwatch(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            self.send_unwatch(&watch.address).await;
+        }
+    }
+
+    async fn send_unwatch(&mut self, address: &str) {
+        if self.upstreams.is_open(address) {
+            let unwatch = [Bytes::from_static(b"UNWATCH")];
+            let _ = self
+                .upstreams
+                .exchange(address, &[&unwatch], Some(self.upstreams.timeout))
+                .await;
+        }
+    }
+}
+
+/// Sleeps before the next attempt (not after the last one) and doubles the delay.
+pub async fn backoff(delay: &mut Duration, attempt: usize) {
+    if attempt + 1 < MAX_ATTEMPTS {
+        tokio::time::sleep(*delay).await;
+        *delay = (*delay * 2).min(MAX_BACKOFF);
+    }
+}

@@ -1,0 +1,205 @@
+//! `slotraft router`: a RESP proxy that makes the cluster usable from any
+//! Redis client (no cluster support needed). It learns the slot map from
+//! `CLUSTER SLOTS`, forwards each command to the leader of its slot's shard,
+//! follows MOVED / ASK / TRYAGAIN / CLUSTERDOWN itself (bounded retries with
+//! backoff, so a client never sees a redirect), splits the multi-key commands
+//! whose Redis semantics allow it, and answers whole-cluster commands.
+//!
+//! Modules: `topology` (the slot map), `upstream` (a client's node
+//! connections, every step bounded by a timeout), `client` (one task per
+//! client: parsing, local commands, MULTI, routing with redirects), `whole`
+//! (split multi-key commands and whole-cluster commands).
+
+mod client;
+mod topology;
+mod upstream;
+mod whole;
+
+use anyhow::Context as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use topology::SlotMap;
+
+/// The router's command-line options.
+pub struct RouterOptions {
+    pub bind: String,
+    pub port: u16,
+    /// Nodes to learn the topology from (`HOST:PORT`).
+    pub seeds: Vec<String>,
+    pub max_clients: usize,
+    /// Bound on each connect, write and read to a node.
+    pub upstream_timeout: Duration,
+    /// How often the slot map is refreshed without being asked to.
+    pub refresh_interval: Duration,
+}
+
+/// State shared by every client task.
+pub struct Router {
+    seeds: Vec<String>,
+    map: RwLock<Arc<SlotMap>>,
+    /// When the last refresh started; refreshes closer together than
+    /// `REFRESH_SPACING` are skipped (a burst of MOVED replies asks once).
+    last_refresh: tokio::sync::Mutex<Option<Instant>>,
+    upstream_timeout: Duration,
+    next_client_id: AtomicU64,
+    /// Why the last refresh failed (None after a success).
+    refresh_error: RwLock<Option<String>>,
+}
+
+const REFRESH_SPACING: Duration = Duration::from_millis(100);
+
+impl Router {
+    pub fn new(seeds: Vec<String>, upstream_timeout: Duration) -> Router {
+        Router {
+            seeds,
+            map: RwLock::new(Arc::new(SlotMap::default())),
+            last_refresh: tokio::sync::Mutex::new(None),
+            upstream_timeout,
+            next_client_id: AtomicU64::new(1),
+            refresh_error: RwLock::new(None),
+        }
+    }
+
+    /// The current slot map.
+    pub fn map(&self) -> Arc<SlotMap> {
+        match self.map.read() {
+            Ok(map) => map.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Fetches CLUSTER SLOTS from the known masters, then the seeds, unless
+    /// another refresh started less than `REFRESH_SPACING` ago.
+    pub async fn refresh(&self) {
+        let mut last = self.last_refresh.lock().await;
+        if last.is_some_and(|at| at.elapsed() < REFRESH_SPACING) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let mut candidates: Vec<String> = self.map().masters().to_vec();
+        for seed in &self.seeds {
+            if !candidates.contains(seed) {
+                candidates.push(seed.clone());
+            }
+        }
+        let outcome = topology::fetch(&candidates).await;
+        let error = match outcome {
+            Ok(map) => {
+                let map = Arc::new(map);
+                match self.map.write() {
+                    Ok(mut current) => *current = map,
+                    Err(poisoned) => *poisoned.into_inner() = map,
+                }
+                None
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot refresh the slot map");
+                Some(error)
+            }
+        };
+        match self.refresh_error.write() {
+            Ok(mut current) => *current = error,
+            Err(poisoned) => *poisoned.into_inner() = error,
+        }
+    }
+
+    /// The error for a client while the router knows no slot map at all (no
+    /// node answered CLUSTER SLOTS): answered at once, not after retries.
+    pub fn no_map_error(&self) -> Option<resp::Frame> {
+        if !self.map().is_empty() {
+            return None;
+        }
+        let reason = match self.refresh_error.read() {
+            Ok(error) => error.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        Some(resp::Frame::error_owned(format!(
+            "CLUSTERDOWN the router cannot reach any cluster node ({})",
+            reason.unwrap_or_else(|| "no slot map yet".to_string())
+        )))
+    }
+
+    /// Addresses to send a keyless command to: the masters, then the seeds.
+    pub fn any_nodes(&self) -> Vec<String> {
+        let mut candidates: Vec<String> = self.map().masters().to_vec();
+        for seed in &self.seeds {
+            if !candidates.contains(seed) {
+                candidates.push(seed.clone());
+            }
+        }
+        candidates
+    }
+
+    fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Runs the router until SIGTERM or SIGINT.
+pub async fn run(options: RouterOptions) -> anyhow::Result<()> {
+    if options.seeds.is_empty() {
+        anyhow::bail!("name at least one seed node with --seeds HOST:PORT[,HOST:PORT...]");
+    }
+    let address = format!("{}:{}", options.bind, options.port);
+    let listener = TcpListener::bind(&address)
+        .await
+        .with_context(|| format!("binding {address}"))?;
+    let bound = listener.local_addr()?;
+    let router = Arc::new(Router::new(options.seeds.clone(), options.upstream_timeout));
+    router.refresh().await;
+    if router.map().is_empty() {
+        tracing::warn!("no seed answered CLUSTER SLOTS yet; clients get errors until one does");
+    }
+    let refresher = router.clone();
+    let interval = options.refresh_interval.max(Duration::from_millis(100));
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.tick().await;
+        loop {
+            ticks.tick().await;
+            refresher.refresh().await;
+        }
+    });
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
+    ) else {
+        anyhow::bail!("cannot install signal handlers");
+    };
+    let clients = Arc::new(Semaphore::new(options.max_clients));
+    tracing::info!(%bound, seeds = ?options.seeds, "slotraft router ready to accept connections");
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            accepted = listener.accept() => {
+                let (mut stream, _) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = clients.clone().try_acquire_owned() else {
+                    tokio::spawn(async move {
+                        let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+                    });
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let router = router.clone();
+                tokio::spawn(async move {
+                    client::serve(router, stream).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+    tracing::info!("slotraft router stopped");
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! One client's connections to the cluster's nodes: opened lazily, one per node
+//! address, reused for every later command of that client (so WATCH, MULTI and
+//! blocking commands keep their connection-level meaning). Every connect, write
+//! and read is bounded by a timeout, so a dead or stalled node turns into an
+//! error reply instead of a hung client.
+//!
+//! Next step (not built): a shared, multiplexed pool per node for the plain
+//! commands of all clients, keeping per-client connections only for WATCH,
+//! MULTI and blocking commands.
+
+use bytes::{Buf, Bytes, BytesMut};
+use resp::{Frame, Protocol};
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The largest single reply accepted from a node (Redis's `proto-max-bulk-len`
+/// plus room for the framing of an aggregate).
+const MAX_REPLY_BYTES: usize = 512 * 1024 * 1024 + 64 * 1024;
+/// How many node connections one client may hold (a guard against a topology
+/// that names endless addresses).
+const MAX_CONNECTIONS_PER_CLIENT: usize = 256;
+
+/// Why an exchange with a node failed.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// Nothing was sent: connecting failed. Retrying elsewhere is safe.
+    Connect(String),
+    /// The request may have reached the node (write, read, timeout, malformed
+    /// reply): a write's outcome is unknown, so only reads may be retried.
+    Io(String),
+}
+
+impl Failure {
+    /// The reply a client sees: `ERR upstream <addr> failed: <reason>`.
+    pub fn reply(&self, address: &str) -> Frame {
+        let reason = match self {
+            Failure::Connect(reason) | Failure::Io(reason) => reason,
+        };
+        Frame::error_owned(format!("ERR upstream {address} failed: {reason}"))
+    }
+}
+
+/// One open connection to a node.
+struct Connection {
+    stream: TcpStream,
+    buffer: BytesMut,
+}
+
+impl Connection {
+    async fn open(
+        address: &str,
+        protocol: Protocol,
+        limit: Duration,
+    ) -> Result<Connection, Failure> {
+        let stream = match tokio::time::timeout(limit, TcpStream::connect(address)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => return Err(Failure::Connect(format!("connect: {error}"))),
+            Err(_) => return Err(Failure::Connect("connect timed out".to_string())),
+        };
+        let _ = stream.set_nodelay(true);
+        let mut connection = Connection {
+            stream,
+            buffer: BytesMut::with_capacity(16 * 1024),
+        };
+        if protocol == Protocol::Resp3 {
+            // Nothing the client asked for was sent yet, so a failure here is
+            // still a connect failure.
+            let hello = [Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")];
+            let reply = match connection.send(&[&hello[..]], limit).await {
+                Ok(()) => connection.read(Some(limit)).await,
+                Err(failure) => Err(failure),
+            };
+            match reply {
+                Ok(frame) if !frame.is_error() => {}
+                Ok(frame) => {
+                    return Err(Failure::Connect(format!(
+                        "HELLO 3 refused: {}",
+                        String::from_utf8_lossy(frame.as_bytes().unwrap_or_default())
+                    )))
+                }
+                Err(Failure::Io(reason) | Failure::Connect(reason)) => {
+                    return Err(Failure::Connect(reason))
+                }
+            }
+        }
+        Ok(connection)
+    }
+
+    async fn send(&mut self, requests: &[&[Bytes]], limit: Duration) -> Result<(), Failure> {
+        let mut wire = Vec::new();
+        for arguments in requests {
+            encode_request(arguments, &mut wire);
+        }
+        match tokio::time::timeout(limit, self.stream.write_all(&wire)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(Failure::Io(format!("write: {error}"))),
+            Err(_) => Err(Failure::Io("write timed out".to_string())),
+        }
+    }
+
+    /// Reads one reply; `limit` None waits as long as it takes (blocking
+    /// commands with no timeout).
+    async fn read(&mut self, limit: Option<Duration>) -> Result<Frame, Failure> {
+        let work = async {
+            loop {
+                match resp::parse_reply(&self.buffer) {
+                    Ok(Some((frame, consumed))) => {
+                        self.buffer.advance(consumed);
+                        return Ok(frame);
+                    }
+                    Ok(None) => {}
+                    Err(error) => return Err(Failure::Io(error.to_string())),
+                }
+                if self.buffer.len() > MAX_REPLY_BYTES {
+                    return Err(Failure::Io("reply too large".to_string()));
+                }
+                self.buffer.reserve(16 * 1024);
+                match self.stream.read_buf(&mut self.buffer).await {
+                    Ok(0) => return Err(Failure::Io("connection closed".to_string())),
+                    Ok(_) => {}
+                    Err(error) => return Err(Failure::Io(format!("read: {error}"))),
+                }
+            }
+        };
+        match limit {
+            Some(limit) => match tokio::time::timeout(limit, work).await {
+                Ok(result) => result,
+                Err(_) => Err(Failure::Io(format!(
+                    "no reply within {} ms",
+                    limit.as_millis()
+                ))),
+            },
+            None => work.await,
+        }
+    }
+}
+
+/// Appends `arguments` as a RESP multibulk request.
+pub fn encode_request(arguments: &[Bytes], wire: &mut Vec<u8>) {
+    wire.extend(format!("*{}\r\n", arguments.len()).into_bytes());
+    for argument in arguments {
+        wire.extend(format!("${}\r\n", argument.len()).into_bytes());
+        wire.extend_from_slice(argument);
+        wire.extend_from_slice(b"\r\n");
+    }
+}
+
+/// A client's connections, keyed by node address.
+pub struct Upstreams {
+    connections: HashMap<String, Connection>,
+    protocol: Protocol,
+    /// Bound on every connect, write and (non-blocking) read.
+    pub timeout: Duration,
+}
+
+impl Upstreams {
+    pub fn new(timeout: Duration) -> Upstreams {
+        Upstreams {
+            connections: HashMap::new(),
+            protocol: Protocol::Resp2,
+            timeout,
+        }
+    }
+
+    /// Switches the protocol the nodes speak to this client (HELLO 2/3):
+    /// open connections are closed and reopened with the new one.
+    pub fn set_protocol(&mut self, protocol: Protocol) {
+        if protocol != self.protocol {
+            self.connections.clear();
+            self.protocol = protocol;
+        }
+    }
+
+    /// Whether a connection to `address` is open (WATCH state lives there).
+    pub fn is_open(&self, address: &str) -> bool {
+        self.connections.contains_key(address)
+    }
+
+    /// Sends `requests` to `address` in one write and reads one reply per
+    /// request. `read_limit` bounds the wait for the replies (None: no bound,
+    /// for blocking commands without a timeout). A failed connection is
+    /// dropped, so the next exchange reconnects.
+    pub async fn exchange(
+        &mut self,
+        address: &str,
+        requests: &[&[Bytes]],
+        read_limit: Option<Duration>,
+    ) -> Result<Vec<Frame>, Failure> {
+        if !self.connections.contains_key(address) {
+            if self.connections.len() >= MAX_CONNECTIONS_PER_CLIENT {
+                self.connections.clear();
+            }
+            let connection = Connection::open(address, self.protocol, self.timeout).await?;
+            self.connections.insert(address.to_string(), connection);
+        }
+        let Some(connection) = self.connections.get_mut(address) else {
+            return Err(Failure::Connect("no connection".to_string()));
+        };
+        let result = async {
+            connection.send(requests, self.timeout).await?;
+            let mut replies = Vec::with_capacity(requests.len());
+            for _ in requests {
+                replies.push(connection.read(read_limit).await?);
+            }
+            Ok(replies)
+        }
+        .await;
+        if result.is_err() {
+            self.connections.remove(address);
+        }
+        result
+    }
+}

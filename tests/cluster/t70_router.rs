@@ -1,0 +1,364 @@
+//! `slotraft router`: plain (non-cluster) clients through the RESP proxy —
+//! keys of every shard, split multi-key commands, CROSSSLOT, MULTI/EXEC,
+//! whole-cluster DBSIZE and SCAN, redis-cli without -c, a shard leader killed
+//! under a writing client, and a router whose seeds are all dead.
+
+use slotraft_tests::support::cluster::Cluster;
+use slotraft_tests::support::group::free_ports;
+use slotraft_tests::support::router::Router;
+use slotraft_tests::support::{redis_cli, Raw};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+fn seeds(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .members
+        .iter()
+        .map(|member| format!("127.0.0.1:{}", member.port))
+        .collect()
+}
+
+/// Keys `prefix:0..count`, which spread over many slots.
+fn keys(prefix: &str, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|index| format!("{prefix}:{index}"))
+        .collect()
+}
+
+#[test]
+fn plain_clients_use_the_whole_cluster_through_the_router() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    let mut connection = router.redis();
+
+    // SET/GET on keys of many slots (every shard).
+    let plain = keys("plain", 300);
+    let slots: BTreeSet<u16> = plain
+        .iter()
+        .map(|key| cluster::key_slot(key.as_bytes()))
+        .collect();
+    assert!(slots.len() > 250, "the keys must cover many slots");
+    for (index, key) in plain.iter().enumerate() {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(index)
+            .query(&mut connection)
+            .unwrap();
+    }
+    for (index, key) in plain.iter().enumerate() {
+        let value: usize = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+        assert_eq!(value, index);
+    }
+
+    // MSET/MGET across slots, merged in the original order.
+    let multi = keys("multi", 20);
+    let mut mset = redis::cmd("MSET");
+    for (index, key) in multi.iter().enumerate() {
+        mset.arg(key).arg(format!("v{index}"));
+    }
+    let _: () = mset.query(&mut connection).unwrap();
+    let mut mget = redis::cmd("MGET");
+    mget.arg("multi:missing");
+    for key in multi.iter().rev() {
+        mget.arg(key);
+    }
+    let values: Vec<Option<String>> = mget.query(&mut connection).unwrap();
+    let mut expected: Vec<Option<String>> = vec![None];
+    expected.extend((0..20).rev().map(|index| Some(format!("v{index}"))));
+    assert_eq!(values, expected);
+
+    // EXISTS counts repeats; DEL sums over slots.
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&multi[0])
+        .arg(&multi[1])
+        .arg(&multi[0])
+        .arg("multi:missing")
+        .arg(&multi[7])
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(exists, 4);
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(&multi[..10])
+        .arg("multi:missing")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(deleted, 10);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&multi)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(exists, 10);
+
+    // Cross-slot commands without a split get Redis's CROSSSLOT error.
+    let mut raw = router.raw();
+    raw.roundtrip(
+        &["SUNION", "plain:1", "plain:2"],
+        "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+    );
+    raw.roundtrip(&["SELECT", "0"], "+OK\r\n");
+    raw.roundtrip(
+        &["SELECT", "1"],
+        "-ERR SELECT is not allowed in cluster mode\r\n",
+    );
+    raw.roundtrip(&["PING"], "+PONG\r\n");
+
+    // MULTI/EXEC on one slot.
+    let (count, value): (i64, String) = redis::pipe()
+        .atomic()
+        .cmd("INCRBY")
+        .arg("{tx}:counter")
+        .arg(5)
+        .cmd("SET")
+        .arg("{tx}:name")
+        .arg("router")
+        .ignore()
+        .cmd("GET")
+        .arg("{tx}:name")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!((count, value.as_str()), (5, "router"));
+    // A queued command of another slot aborts the transaction, as Redis.
+    raw.roundtrip(&["MULTI"], "+OK\r\n");
+    raw.roundtrip(&["SET", "{tx}:a", "1"], "+QUEUED\r\n");
+    raw.roundtrip(
+        &["SET", "{other}:b", "1"],
+        "-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+    );
+    raw.roundtrip(
+        &["EXEC"],
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
+    raw.roundtrip(&["EXISTS", "{tx}:a"], ":0\r\n");
+
+    // DBSIZE: every key written (300 plain + 10 multi left + 2 tx).
+    let written: BTreeSet<String> = plain
+        .iter()
+        .chain(&multi[10..])
+        .cloned()
+        .chain(["{tx}:counter".to_string(), "{tx}:name".to_string()])
+        .collect();
+    let size: usize = redis::cmd("DBSIZE").query(&mut connection).unwrap();
+    assert_eq!(size, written.len());
+
+    // SCAN returns every key exactly once.
+    let mut cursor: u64 = 0;
+    let mut seen = Vec::new();
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(7)
+            .query(&mut connection)
+            .unwrap();
+        seen.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let unique: BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "SCAN returned a key twice");
+    assert_eq!(unique, written);
+    let matched: Vec<String> = redis::cmd("KEYS")
+        .arg("multi:*")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(matched.len(), 10);
+
+    // redis-cli without -c: no redirects reach it.
+    let output = redis_cli(
+        router.port,
+        "SET cli:a 1\nSET cli:b 2\nSET cli:c 3\nGET cli:a\nMGET cli:a cli:b cli:c\nDEL cli:a cli:b cli:c\nGET plain:42\n",
+    );
+    assert_eq!(output, "OK\nOK\nOK\n1\n1\n2\n3\n3\n42\n");
+}
+
+/// Which member leads the shard serving `slot`, per CLUSTER SLOTS.
+fn leader_of(cluster: &Cluster, slot: u16) -> usize {
+    let mut raw = Raw::connect(cluster.members[0].port);
+    raw.command(&[b"CLUSTER", b"SLOTS"]);
+    let resp::Frame::Array(ranges) = raw.read_frame() else {
+        panic!("CLUSTER SLOTS is an array");
+    };
+    for range in ranges {
+        let resp::Frame::Array(parts) = range else {
+            panic!("a range is an array");
+        };
+        let (resp::Frame::Integer(start), resp::Frame::Integer(end), resp::Frame::Array(master)) =
+            (&parts[0], &parts[1], &parts[2])
+        else {
+            panic!("malformed range {parts:?}");
+        };
+        let resp::Frame::Integer(port) = master[1] else {
+            panic!("malformed master {master:?}");
+        };
+        if (*start..=*end).contains(&i64::from(slot)) {
+            return cluster
+                .members
+                .iter()
+                .position(|member| i64::from(member.port) == port)
+                .expect("a member's port");
+        }
+    }
+    panic!("no range holds slot {slot}");
+}
+
+#[test]
+fn writes_through_the_router_survive_a_killed_shard_leader_without_redirects() {
+    let mut cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    let mut connection = router.redis();
+    let key = "failover:key";
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg(0)
+        .query(&mut connection)
+        .unwrap();
+    let leader = leader_of(&cluster, cluster::key_slot(key.as_bytes()));
+    cluster.kill(leader);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut errors = Vec::new();
+    let mut successes_after_kill = 0;
+    let mut written = 0;
+    for attempt in 1.. {
+        match redis::cmd("SET")
+            .arg(key)
+            .arg(attempt)
+            .query::<()>(&mut connection)
+        {
+            Ok(()) => {
+                successes_after_kill += 1;
+                written = attempt;
+            }
+            Err(error) => {
+                let text = format!("{error:?}");
+                assert!(
+                    !text.contains("MOVED") && !text.contains("ASK"),
+                    "the client saw a redirect: {text}"
+                );
+                errors.push(text);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        if successes_after_kill >= 20 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "writes did not resume after the failover; errors: {errors:?}"
+        );
+    }
+    let value: i64 = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+    assert_eq!(value, written);
+    // Keys of every shard are still served through the same client.
+    for index in 0..50 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("after:{index}"))
+            .arg(index)
+            .query(&mut connection)
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_router_with_only_dead_seeds_answers_errors_quickly() {
+    // Ports that were just free: nothing listens there.
+    let dead: Vec<String> = free_ports(2)
+        .into_iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
+    let router = Router::start(&dead, &[]);
+    let mut raw = router.raw();
+    for command in [
+        &["GET", "foo"][..],
+        &["SET", "foo", "1"],
+        &["DBSIZE"],
+        &["INFO"],
+    ] {
+        let started = Instant::now();
+        let arguments: Vec<&[u8]> = command.iter().map(|word| word.as_bytes()).collect();
+        raw.command(&arguments);
+        let reply = raw.read_frame();
+        assert!(reply.is_error(), "{command:?} answered {reply:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{command:?} took {:?}",
+            started.elapsed()
+        );
+    }
+    raw.roundtrip(&["PING"], "+PONG\r\n");
+}
+
+/// A hash tag whose slot is `slot`.
+fn tag_for_slot(slot: u16) -> String {
+    (0u64..)
+        .map(|counter| format!("t{counter}"))
+        .find(|tag| cluster::key_slot(tag.as_bytes()) == slot)
+        .expect("a tag for every slot")
+}
+
+#[test]
+fn a_router_with_a_stale_map_follows_moved_during_a_reshard() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    // No periodic refresh: only redirects and failures update the map.
+    let router = Router::start(&seeds(&cluster), &["--refresh-interval-ms", "600000"]);
+    let tags: Vec<String> = (0..16).map(tag_for_slot).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, mut connection, tags) = (stop.clone(), router.redis(), tags.clone());
+        std::thread::spawn(move || {
+            let mut acknowledged = Vec::new();
+            let mut errors = Vec::new();
+            let mut sequence = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = format!("{{{}}}:{sequence}", tags[sequence as usize % tags.len()]);
+                match redis::cmd("SET")
+                    .arg(&key)
+                    .arg(sequence)
+                    .query::<()>(&mut connection)
+                {
+                    Ok(()) => acknowledged.push((key, sequence)),
+                    Err(error) => errors.push(format!("{error:?}")),
+                }
+                sequence += 1;
+            }
+            (acknowledged, errors)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let output = std::process::Command::new(slotraft_tests::support::binary())
+        .args(["cluster", "reshard"])
+        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
+        .args(["--from", "1", "--to", "2", "--slots", "16"])
+        .output()
+        .expect("run slotraft cluster reshard");
+    assert!(
+        output.status.success(),
+        "reshard failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (acknowledged, errors) = writer.join().expect("writer");
+    assert!(
+        errors
+            .iter()
+            .all(|error| !error.contains("MOVED") && !error.contains("ASK")),
+        "the client saw a redirect: {errors:?}"
+    );
+    assert!(
+        acknowledged.len() > 50,
+        "too few writes: {}",
+        acknowledged.len()
+    );
+    // The slots moved, and every acknowledged write reads back through the
+    // router (whose map was stale until MOVED replies refreshed it).
+    let mut connection = router.redis();
+    for (key, value) in &acknowledged {
+        let read: u64 = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+        assert_eq!(read, *value, "{key}");
+    }
+    let size: usize = redis::cmd("DBSIZE").query(&mut connection).unwrap();
+    assert_eq!(size, acknowledged.len());
+}

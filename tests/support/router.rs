@@ -1,0 +1,78 @@
+//! A running `slotraft router` on an ephemeral loopback port, killed on drop.
+
+use super::{binary, Raw};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct Router {
+    child: Child,
+    pub port: u16,
+}
+
+impl Router {
+    /// Starts a router with these seed addresses (`HOST:PORT`) and extra
+    /// options, and waits until it accepts connections.
+    pub fn start(seeds: &[String], options: &[&str]) -> Router {
+        let mut child = Command::new(binary())
+            .args(["router", "--port", "0", "--bind", "127.0.0.1", "--seeds"])
+            .arg(seeds.join(","))
+            .args(options)
+            .env("SLOTRAFT_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start slotraft router");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sender = Some(sender);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if std::env::var_os("SLOTRAFT_TEST_LOG").is_some() {
+                    eprintln!("[router] {line}");
+                }
+                if let Some(rest) = line.split("bound=").nth(1) {
+                    if let Some(sender) = sender.take() {
+                        let address = rest.split_whitespace().next().unwrap_or("").to_string();
+                        let _ = sender.send(address);
+                    }
+                }
+            }
+        });
+        let address = receiver
+            .recv_timeout(Duration::from_secs(30))
+            .expect("router did not report its address");
+        let port = address
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .expect("port in address");
+        Router { child, port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A plain (non-cluster) `redis` crate connection to the router.
+    pub fn redis(&self) -> redis::Connection {
+        let connection = redis::Client::open(self.url())
+            .and_then(|client| client.get_connection())
+            .expect("redis connection to the router");
+        connection
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        connection
+    }
+
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
