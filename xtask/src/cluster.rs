@@ -8,6 +8,9 @@
 //!   shard with `slotraft cluster reshard` while a client keeps writing to that slot; the
 //!   section reports keys moved per second, the writer's longest stall and the redirects
 //!   it followed, and checks that the new owner holds every key.
+//! * Router: on the slotraft cluster, plain `redis-benchmark` through `slotraft router`
+//!   against `redis-benchmark --cluster` straight to the nodes (target: at least 0.8x,
+//!   and under 0.1 ms added to the p50 latency).
 
 use crate::bench::{self, Programs, Report, Sample, Sizes, CLIENTS, KEYSPACE, PIPELINES};
 use crate::server::{self, Launch, Server};
@@ -90,6 +93,10 @@ pub(crate) fn run(
     println!("==> cluster throughput: starting a slotraft cluster and a Redis Cluster");
     if let Err(error) = throughput(report, programs, &redis_cli, work_dir, sizes) {
         report.fail(format!("cluster throughput: {error:#}"));
+    }
+    println!("==> router: plain redis-benchmark through slotraft router vs --cluster direct");
+    if let Err(error) = router_throughput(report, programs, work_dir, sizes) {
+        report.fail(format!("router throughput: {error:#}"));
     }
     println!("==> resharding: starting a fresh slotraft cluster");
     let keys = if quick {
@@ -575,6 +582,110 @@ fn bench_cluster(
             last_lines(out.stderr.trim(), 5)
         ))
     }
+}
+
+/// Router throughput and added latency, one run per cell.
+fn router_throughput(
+    report: &mut Report,
+    programs: &Programs,
+    work_dir: &Path,
+    sizes: Sizes,
+) -> Result<()> {
+    let mut nodes = start_slotraft(&programs.slotraft, work_dir)?;
+    let port = server::free_port()?;
+    let seeds = addresses(&nodes.ports()).join(",");
+    let launch = Launch {
+        name: "slotraft-router".to_string(),
+        program: programs.slotraft.clone(),
+        args: strings(&["router", "--port", &port.to_string(), "--seeds", &seeds]),
+        port,
+        data_dir: work_dir.join(format!("slotraft-router-{port}")),
+        log: work_dir.join(format!("slotraft-router-{port}.log")),
+        owns_data: true,
+    };
+    let mut router = Server::launch(&launch)?;
+    writeln!(
+        report.md,
+        "\n### Router\n\nPlain redis-benchmark -c {CLIENTS} -r {KEYSPACE} through `slotraft router` \
+         against redis-benchmark --cluster straight to the same nodes, one run per cell, \
+         -n {} at -P 1 and {} at -P 16. Targets: >= 0.8x, p50 added < 0.1 ms.\n",
+        sizes.requests(1),
+        sizes.requests(16)
+    )?;
+    writeln!(
+        report.md,
+        "| test | pipeline | router rps | direct rps | ratio | met | router p50 ms | direct p50 ms | added p50 ms | met |"
+    )?;
+    writeln!(report.md, "|---|---|---:|---:|---:|---|---:|---:|---:|---|")?;
+    for pipeline in PIPELINES {
+        let requests = sizes.requests(pipeline);
+        let direct = bench_cluster(&programs.benchmark, &mut nodes, pipeline, requests)
+            .map_err(|error| anyhow!("direct: {error}"))?;
+        if !router.alive() {
+            bail!("the router stopped; log tail:\n{}", router.log_tail());
+        }
+        let tests: Vec<&str> = TESTS.iter().map(|(_, test)| *test).collect();
+        let mut command = Command::new(&programs.benchmark);
+        command.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-c",
+            &CLIENTS.to_string(),
+            "-n",
+            &requests.to_string(),
+            "-r",
+            &KEYSPACE.to_string(),
+            "-P",
+            &pipeline.to_string(),
+            "-t",
+            &tests.join(","),
+            "-q",
+            "--csv",
+        ]);
+        let out = run_captured(&mut command, RUN_TIMEOUT)?;
+        let rows = parse_rows(&out.stdout);
+        for (index, direct_sample) in direct {
+            let (label, _) = TESTS[index];
+            let routed = rows
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(label))
+                .map(|(_, sample)| *sample);
+            let ratio = bench::ratio(routed, Some(direct_sample));
+            let added = match (routed.and_then(|s| s.p50_ms), direct_sample.p50_ms) {
+                (Some(routed), Some(direct)) => Some(routed - direct),
+                _ => None,
+            };
+            eprintln!(
+                "   {label:<5} -P {pipeline:<2} router {:>10.0} rps, direct {:>10.0} rps",
+                routed.map_or(0.0, |s| s.rps),
+                direct_sample.rps
+            );
+            writeln!(
+                report.md,
+                "| {label} | {pipeline} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                bench::rps_cell(routed),
+                bench::rps_cell(Some(direct_sample)),
+                bench::ratio_cell(ratio),
+                match ratio {
+                    Some(value) if value >= 0.8 => "yes",
+                    Some(_) => "no",
+                    None => "-",
+                },
+                bench::p50_cell(routed),
+                bench::p50_cell(Some(direct_sample)),
+                added.map_or("-".to_string(), |added| format!("{added:.3}")),
+                match added {
+                    Some(added) if added < 0.1 => "yes",
+                    Some(_) => "no",
+                    None => "-",
+                },
+            )?;
+        }
+    }
+    router.stop();
+    Ok(())
 }
 
 /// The (test name, sample) rows of `redis-benchmark --csv` output, which starts with a
