@@ -225,6 +225,7 @@ fn start_slotraft_once(program: &Path, work_dir: &Path) -> Result<Nodes> {
             data_dir,
             log: work_dir.join(format!("slotraft-cluster-{}-{port}.log", index + 1)),
             owns_data: true,
+            check_process: true,
         };
         nodes.servers.push(Server::launch(&launch)?);
     }
@@ -277,6 +278,7 @@ fn start_redis_once(program: &Path, redis_cli: &Path, work_dir: &Path) -> Result
             data_dir,
             log: work_dir.join(format!("redis-cluster-{}-{port}.log", index + 1)),
             owns_data: true,
+            check_process: true,
         };
         nodes.servers.push(Server::launch(&launch)?);
     }
@@ -602,6 +604,8 @@ fn router_throughput(
         data_dir: work_dir.join(format!("slotraft-router-{port}")),
         log: work_dir.join(format!("slotraft-router-{port}.log")),
         owns_data: true,
+        // The router forwards INFO to a node: its answer names that process.
+        check_process: false,
     };
     let mut router = Server::launch(&launch)?;
     writeln!(

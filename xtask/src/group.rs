@@ -140,6 +140,7 @@ impl Group {
                     data_dir,
                     log: work_dir.join(format!("slotraft-replica-{id}-{port}.log")),
                     owns_data: false,
+                    check_process: true,
                 }
             })
             .collect();

@@ -91,6 +91,8 @@ pub struct Launch {
     /// Whether stopping the server deletes `data_dir` (not for a replica that will be
     /// restarted on its data).
     pub owns_data: bool,
+    /// Whether start-up checks that INFO names this process (not for a proxy).
+    pub check_process: bool,
 }
 
 /// A running server; stopped when dropped.
@@ -150,6 +152,7 @@ impl Server {
             log: work_dir.join(format!("{}-{port}.log", kind.name())),
             data_dir,
             owns_data: true,
+            check_process: true,
         };
         Self::launch(&launch)
     }
@@ -182,13 +185,13 @@ impl Server {
             owns_data: launch.owns_data,
             stopped: false,
         };
-        server.wait_ready()?;
+        server.wait_ready(launch.check_process)?;
         Ok(server)
     }
 
     /// Polls PING until the server answers, it exits, or [`STARTUP_TIMEOUT`] passes; then
     /// checks that the answering process is ours (`process_id` in `INFO server`).
-    fn wait_ready(&mut self) -> Result<()> {
+    fn wait_ready(&mut self, check_process: bool) -> Result<()> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait()? {
@@ -212,6 +215,9 @@ impl Server {
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+        if !check_process {
+            return Ok(());
         }
         let mut conn = wire::Conn::connect(self.port, STARTUP_TIMEOUT)?;
         let info = wire::info(&mut conn, "server")?;
