@@ -29,6 +29,7 @@ fn keys(prefix: &str, count: usize) -> Vec<String> {
 fn plain_clients_use_the_whole_cluster_through_the_router() {
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
     let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
     let mut connection = router.redis();
 
     // SET/GET on keys of many slots (every shard).
@@ -207,6 +208,7 @@ fn leader_of(cluster: &Cluster, slot: u16) -> usize {
 fn writes_through_the_router_survive_a_killed_shard_leader_without_redirects() {
     let mut cluster = Cluster::start(3, &["--replicas", "3"], &[]);
     let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
     let mut connection = router.redis();
     let key = "failover:key";
     let _: () = redis::cmd("SET")
@@ -302,6 +304,7 @@ fn a_router_with_a_stale_map_follows_moved_during_a_reshard() {
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
     // No periodic refresh: only redirects and failures update the map.
     let router = Router::start(&seeds(&cluster), &["--refresh-interval-ms", "600000"]);
+    router.wait_serving();
     let tags: Vec<String> = (0..16).map(tag_for_slot).collect();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {

@@ -50,6 +50,30 @@ impl Router {
         Router { child, port }
     }
 
+    /// Waits (up to 30 s) until a write to each of the three default shards
+    /// succeeds through the router: a freshly created cluster may still be
+    /// electing its shard leaders, longer than the router's own retries last.
+    /// The probe deletes keys that never exist, so it leaves no data behind.
+    pub fn wait_serving(&self) {
+        // Slots 2515, 8363 and 12182: one in each third of the slot space.
+        let probes = ["foo{hash_tag}", "foo{}{bar}", "foo"];
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut connection = self.redis();
+        for probe in probes {
+            loop {
+                let reply: redis::RedisResult<i64> =
+                    redis::cmd("DEL").arg(probe).query(&mut connection);
+                match reply {
+                    Ok(_) => break,
+                    Err(_) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    Err(error) => panic!("the router never served {probe}: {error}"),
+                }
+            }
+        }
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
