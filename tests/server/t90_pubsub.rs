@@ -255,3 +255,35 @@ fn keyspace_notifications_follow_the_configured_classes() {
     admin.roundtrip(&["PUBLISH", "__keyevent@0__:marker", "m"], ":1\r\n");
     events.expect(&pmessage("__key*__:*", "__keyevent@0__:marker", "m"));
 }
+
+#[test]
+fn key_misses_are_notified_only_when_asked_for() {
+    let server = Server::start(&[]);
+    let mut admin = Raw::connect(server.port);
+    admin.roundtrip(
+        &["CONFIG", "SET", "notify-keyspace-events", "Em"],
+        "+OK\r\n",
+    );
+    admin.roundtrip(
+        &["CONFIG", "GET", "notify-keyspace-events"],
+        "*2\r\n$22\r\nnotify-keyspace-events\r\n$2\r\nEm\r\n",
+    );
+    let mut events = Raw::connect(server.port);
+    events.roundtrip(
+        &["SUBSCRIBE", "__keyevent@0__:keymiss"],
+        "*3\r\n$9\r\nsubscribe\r\n$22\r\n__keyevent@0__:keymiss\r\n:1\r\n",
+    );
+    admin.roundtrip(&["SET", "here", "1"], "+OK\r\n");
+    admin.roundtrip(&["GET", "here"], "$1\r\n1\r\n");
+    admin.roundtrip(&["GET", "gone"], "$-1\r\n");
+    admin.roundtrip(&["MGET", "here", "absent"], "*2\r\n$1\r\n1\r\n$-1\r\n");
+    let message = |key: &str| -> Vec<u8> {
+        format!(
+            "*3\r\n$7\r\nmessage\r\n$22\r\n__keyevent@0__:keymiss\r\n${}\r\n{key}\r\n",
+            key.len()
+        )
+        .into_bytes()
+    };
+    events.expect(&message("gone"));
+    events.expect(&message("absent"));
+}

@@ -90,7 +90,9 @@ impl Keyspace {
             return self.execute_quietly(spec, context, arguments);
         }
         let db = context.db;
-        let keys: Vec<Bytes> = if spec.is_write() {
+        let wants_misses =
+            !spec.is_write() && self.config.notify_flags & notify::class::KEY_MISS != 0;
+        let keys: Vec<Bytes> = if spec.is_write() || wants_misses {
             spec.key_positions(arguments)
                 .unwrap_or_default()
                 .into_iter()
@@ -105,8 +107,20 @@ impl Keyspace {
             .map(|key| self.dbs[db].peek(key, now_ms).is_some())
             .collect();
         let dirty = self.stats.dirty;
+        let misses = self.stats.keyspace_misses;
         let reply = self.execute_quietly(spec, context, arguments);
         self.collect_expired();
+        if wants_misses {
+            // A read that missed: `keymiss` for each of its keys not there.
+            if self.stats.keyspace_misses != misses {
+                for key in &keys {
+                    if self.dbs[db].peek(key, now_ms).is_none() {
+                        self.record_event(db, notify::class::KEY_MISS, "keymiss", key);
+                    }
+                }
+            }
+            return reply;
+        }
         if matches!(reply, Frame::Error(_)) || self.stats.dirty == dirty {
             return reply;
         }
