@@ -349,6 +349,62 @@ pub(crate) fn measure_cell(
     samples.iter().map(|list| median(list)).collect()
 }
 
+/// The header of a [`compare_row`] table.
+pub(crate) const COMPARE_HEADER: &str = "| test | pipeline | slotraft rps | redis rps | ratio | met | slotraft p50 ms | redis p50 ms |\n|---|---|---:|---:|---:|---|---:|---:|";
+
+/// Measures `test` (a redis-benchmark test name or a whole command) at every
+/// pipeline depth on slotraft and redis-server, and writes one table row per
+/// depth: throughputs, ratio, whether it reaches 1.0x, and p50 latencies.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn compare_row(
+    report: &mut Report,
+    benchmark: &Path,
+    slotraft: &mut Server,
+    redis: &mut Server,
+    label: &str,
+    test: &str,
+    sizes: Sizes,
+    turn: &mut usize,
+) -> Result<()> {
+    for pipeline in PIPELINES {
+        let cell = Cell {
+            label,
+            test,
+            pipeline,
+            requests: sizes.requests(pipeline),
+        };
+        let medians = measure_cell(
+            report,
+            benchmark,
+            &mut [&mut *slotraft, &mut *redis],
+            cell,
+            sizes.rounds,
+            turn,
+        );
+        let value = ratio(medians[0], medians[1]);
+        writeln!(
+            report.md,
+            "| {label} | {pipeline} | {} | {} | {} | {} | {} | {} |",
+            rps_cell(medians[0]),
+            rps_cell(medians[1]),
+            ratio_cell(value),
+            met(value, 1.0),
+            p50_cell(medians[0]),
+            p50_cell(medians[1]),
+        )?;
+    }
+    Ok(())
+}
+
+/// `yes` when `value` reaches `target`, `no` below it, `-` unmeasured.
+pub(crate) fn met(value: Option<f64>, target: f64) -> &'static str {
+    match value {
+        Some(value) if value >= target => "yes",
+        Some(_) => "no",
+        None => "-",
+    }
+}
+
 /// `ours / theirs` throughput, if both were measured.
 pub(crate) fn ratio(ours: Option<Sample>, theirs: Option<Sample>) -> Option<f64> {
     match (ours, theirs) {

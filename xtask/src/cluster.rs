@@ -672,11 +672,7 @@ fn router_throughput(
                 bench::rps_cell(routed),
                 bench::rps_cell(Some(direct_sample)),
                 bench::ratio_cell(ratio),
-                match ratio {
-                    Some(value) if value >= 0.8 => "yes",
-                    Some(_) => "no",
-                    None => "-",
-                },
+                bench::met(ratio, 0.8),
                 bench::p50_cell(routed),
                 bench::p50_cell(Some(direct_sample)),
                 added.map_or("-".to_string(), |added| format!("{added:.3}")),

@@ -8,8 +8,8 @@
 //! - PUBLISH to a channel with 50 subscribers, under redis-benchmark.
 
 use crate::bench::{
-    measure_cell, median, p50_cell, ratio, ratio_cell, rps_cell, Cell, Report, Sample, Sizes,
-    CLIENTS, PIPELINES,
+    compare_row, median, met, ratio, ratio_cell, rps_cell, Report, Sample, Sizes, CLIENTS,
+    COMPARE_HEADER,
 };
 use crate::server::Server;
 use crate::wire::{self, Conn, Reply};
@@ -61,40 +61,19 @@ pub(crate) fn run(
         sizes.requests(1),
         sizes.requests(16)
     )?;
-    writeln!(
-        report.md,
-        "| test | pipeline | slotraft rps | redis rps | ratio | met | slotraft p50 ms | redis p50 ms |"
-    )?;
-    writeln!(report.md, "|---|---|---:|---:|---:|---|---:|---:|")?;
+    writeln!(report.md, "{COMPARE_HEADER}")?;
     let command = format!("EVALSHA {sha} 1 {{rl}}:__rand_int__ 1000 1000 5 member");
     let mut turn = 0usize;
-    for pipeline in PIPELINES {
-        let cell = Cell {
-            label: "EVALSHA limiter",
-            test: &command,
-            pipeline,
-            requests: sizes.requests(pipeline),
-        };
-        let medians = measure_cell(
-            report,
-            benchmark,
-            &mut [&mut *slotraft, &mut *redis],
-            cell,
-            sizes.rounds,
-            &mut turn,
-        );
-        let value = ratio(medians[0], medians[1]);
-        writeln!(
-            report.md,
-            "| EVALSHA limiter | {pipeline} | {} | {} | {} | {} | {} | {} |",
-            rps_cell(medians[0]),
-            rps_cell(medians[1]),
-            ratio_cell(value),
-            met(value),
-            p50_cell(medians[0]),
-            p50_cell(medians[1]),
-        )?;
-    }
+    compare_row(
+        report,
+        benchmark,
+        slotraft,
+        redis,
+        "EVALSHA limiter",
+        &command,
+        sizes,
+        &mut turn,
+    )?;
 
     let transactions = sizes.requests(1) / 2;
     writeln!(
@@ -136,18 +115,14 @@ pub(crate) fn run(
         rps_cell(medians[0]),
         rps_cell(medians[1]),
         ratio_cell(value),
-        met(value)
+        met(value, 1.0)
     )?;
     writeln!(
         report.md,
         "\nPUBLISH of a 16-byte message to one channel with {SUBSCRIBERS} subscribers \
          (each on its own connection, reading all the time): redis-benchmark -c {CLIENTS}.\n"
     )?;
-    writeln!(
-        report.md,
-        "| test | pipeline | slotraft rps | redis rps | ratio | met | slotraft p50 ms | redis p50 ms |"
-    )?;
-    writeln!(report.md, "|---|---|---:|---:|---:|---|---:|---:|")?;
+    writeln!(report.md, "{COMPARE_HEADER}")?;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut listeners = Vec::new();
     for server in [&*slotraft, &*redis] {
@@ -155,33 +130,16 @@ pub(crate) fn run(
             listeners.push(subscribe(server.port, stop.clone())?);
         }
     }
-    for pipeline in PIPELINES {
-        let cell = Cell {
-            label: "PUBLISH x50",
-            test: "PUBLISH bench:channel message-16bytes",
-            pipeline,
-            requests: sizes.requests(pipeline),
-        };
-        let medians = measure_cell(
-            report,
-            benchmark,
-            &mut [&mut *slotraft, &mut *redis],
-            cell,
-            sizes.rounds,
-            &mut turn,
-        );
-        let value = ratio(medians[0], medians[1]);
-        writeln!(
-            report.md,
-            "| PUBLISH to {SUBSCRIBERS} subscribers | {pipeline} | {} | {} | {} | {} | {} | {} |",
-            rps_cell(medians[0]),
-            rps_cell(medians[1]),
-            ratio_cell(value),
-            met(value),
-            p50_cell(medians[0]),
-            p50_cell(medians[1]),
-        )?;
-    }
+    compare_row(
+        report,
+        benchmark,
+        slotraft,
+        redis,
+        &format!("PUBLISH to {SUBSCRIBERS} subscribers"),
+        "PUBLISH bench:channel message-16bytes",
+        sizes,
+        &mut turn,
+    )?;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for listener in listeners {
         let _ = listener.join();
@@ -221,14 +179,6 @@ fn subscribe(
             }
         }
     }))
-}
-
-fn met(value: Option<f64>) -> &'static str {
-    match value {
-        Some(value) if value >= 1.0 => "yes",
-        Some(_) => "no",
-        None => "-",
-    }
 }
 
 /// Runs `total` transactions spread over [`CLIENTS`] connections; answers

@@ -3,9 +3,7 @@
 //! per-operation cost of sorted-set commands grows from a 1k-member set to a
 //! large one (target: under 4x, i.e. logarithmic).
 
-use crate::bench::{
-    measure_cell, p50_cell, ratio, ratio_cell, rps_cell, Cell, Report, Sizes, PIPELINES,
-};
+use crate::bench::{compare_row, Report, Sizes, COMPARE_HEADER};
 use crate::server::Server;
 use crate::wire::{self, Conn, Reply};
 use anyhow::{bail, Result};
@@ -50,44 +48,12 @@ pub(crate) fn run(
         sizes.requests(16),
         sizes.rounds
     )?;
-    writeln!(
-        report.md,
-        "| test | pipeline | slotraft rps | redis rps | ratio | met | slotraft p50 ms | redis p50 ms |"
-    )?;
-    writeln!(report.md, "|---|---|---:|---:|---:|---|---:|---:|")?;
+    writeln!(report.md, "{COMPARE_HEADER}")?;
     let mut turn = 0usize;
     for (label, test) in TESTS {
-        for pipeline in PIPELINES {
-            let cell = Cell {
-                label,
-                test,
-                pipeline,
-                requests: sizes.requests(pipeline),
-            };
-            let medians = measure_cell(
-                report,
-                benchmark,
-                &mut [&mut *slotraft, &mut *redis],
-                cell,
-                sizes.rounds,
-                &mut turn,
-            );
-            let value = ratio(medians[0], medians[1]);
-            let met = match value {
-                Some(value) if value >= 1.0 => "yes",
-                Some(_) => "no",
-                None => "-",
-            };
-            writeln!(
-                report.md,
-                "| {label} | {pipeline} | {} | {} | {} | {met} | {} | {} |",
-                rps_cell(medians[0]),
-                rps_cell(medians[1]),
-                ratio_cell(value),
-                p50_cell(medians[0]),
-                p50_cell(medians[1]),
-            )?;
-        }
+        compare_row(
+            report, benchmark, slotraft, redis, label, test, sizes, &mut turn,
+        )?;
     }
 
     writeln!(

@@ -52,6 +52,16 @@ impl Policy {
     }
 }
 
+/// The `maxmemory` settings in force (the node fills it from its
+/// configuration; the keyspace itself never measures memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimit {
+    pub max_bytes: usize,
+    pub policy: Policy,
+    /// `maxmemory-samples`: keys drawn per database for each victim.
+    pub samples: usize,
+}
+
 /// Redis's OOM reply for a write refused under `maxmemory`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 

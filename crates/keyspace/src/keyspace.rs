@@ -96,6 +96,8 @@ pub struct KeyspaceConfig {
     pub scripting: Option<ScriptingSetup>,
     /// `notify-keyspace-events` as [`crate::notify::class`] bits (0: off).
     pub notify_flags: u32,
+    /// `maxmemory` and its policy; `None` without a limit.
+    pub max_memory: Option<crate::evict::MemoryLimit>,
     /// `lua-instruction-limit`: the Lua VM instructions one script may run
     /// before it is stopped. It decides outcomes, so every replica of a group
     /// must use the same value.
@@ -113,6 +115,7 @@ impl Default for KeyspaceConfig {
             replicated: false,
             scripting: None,
             notify_flags: 0,
+            max_memory: None,
             script_instruction_limit: DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
         }
     }

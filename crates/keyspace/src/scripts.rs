@@ -188,22 +188,28 @@ impl EngineSlot {
 }
 
 impl Keyspace {
+    /// Lends the keyspace to its engine (built on first use) for `work`;
+    /// `None` when the keyspace has no scripting.
+    fn with_engine<R>(
+        &mut self,
+        work: impl FnOnce(&mut dyn ScriptEngine, &mut Keyspace) -> R,
+    ) -> Option<R> {
+        let mut engine = match self.engine.slot().take() {
+            Some(engine) => engine,
+            None => {
+                let setup = self.config.scripting.as_ref()?;
+                (setup.factory)(setup.activity.clone())
+            }
+        };
+        let result = work(engine.as_mut(), self);
+        *self.engine.slot() = Some(engine);
+        Some(result)
+    }
+
     /// See [`ScriptEngine::may_run_long`]; true when no engine can tell.
     pub fn script_may_run_long(&mut self, arguments: &[Bytes]) -> bool {
-        let engine = match self.engine.slot().take() {
-            Some(engine) => Some(engine),
-            None => self
-                .config
-                .scripting
-                .as_ref()
-                .map(|setup| (setup.factory)(setup.activity.clone())),
-        };
-        let Some(mut engine) = engine else {
-            return true;
-        };
-        let answer = engine.may_run_long(self, arguments);
-        *self.engine.slot() = Some(engine);
-        answer
+        self.with_engine(|engine, keyspace| engine.may_run_long(keyspace, arguments))
+            .unwrap_or(true)
     }
 }
 
@@ -213,18 +219,7 @@ pub(crate) fn run_script_command(
     context: &mut Context,
     arguments: &[Bytes],
 ) -> Frame {
-    let engine = match keyspace.engine.slot().take() {
-        Some(engine) => Some(engine),
-        None => keyspace
-            .config
-            .scripting
-            .as_ref()
-            .map(|setup| (setup.factory)(setup.activity.clone())),
-    };
-    let Some(mut engine) = engine else {
-        return Frame::error("ERR scripting is not available on this server");
-    };
-    let reply = engine.execute(keyspace, context, arguments);
-    *keyspace.engine.slot() = Some(engine);
-    reply
+    keyspace
+        .with_engine(|engine, keyspace| engine.execute(keyspace, context, arguments))
+        .unwrap_or_else(|| Frame::error("ERR scripting is not available on this server"))
 }

@@ -637,7 +637,7 @@ fn execute_request<'a>(
         Handler::Keyspace(_) => {
             let store = store.get_or_insert_with(|| shared.store());
             if spec.through_log() {
-                if let Some(limit) = crate::evict::limit(shared) {
+                if let Some(limit) = store.keyspace.config.max_memory {
                     let state = &mut **store;
                     if crate::evict::make_room(&mut state.keyspace, &mut state.rng, &limit)
                         && spec.has(flags::DENYOOM)

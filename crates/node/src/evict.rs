@@ -25,16 +25,11 @@ const VICTIMS_PER_ROUND: usize = 32;
 /// (held outside the keyspace) must not stall writes forever.
 const MAX_ROUNDS: usize = 64;
 
-/// The `maxmemory` settings in force, if a limit is set.
-#[derive(Debug, Clone, Copy)]
-pub struct Limit {
-    pub max_bytes: usize,
-    pub policy: Policy,
-    pub samples: usize,
-}
+/// The `maxmemory` settings as the keyspace keeps them.
+pub type Limit = keyspace::evict::MemoryLimit;
 
-pub fn limit(shared: &Shared) -> Option<Limit> {
-    let config = shared.config();
+/// The settings from the node's configuration (`None` without a limit).
+pub fn limit_from(config: &crate::config::Config) -> Option<Limit> {
     let max_bytes: usize = config
         .get("maxmemory")
         .and_then(|value| value.parse().ok())

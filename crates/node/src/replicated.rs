@@ -336,7 +336,8 @@ async fn run(
                     let last = run
                         .last()
                         .map(|(arguments, spec)| (arguments.clone(), *spec));
-                    if let Some(limit) = crate::evict::limit(shared) {
+                    let max_memory = crate::evict::limit_from(&shared.config());
+                    if let Some(limit) = max_memory {
                         if replica.group.raft.is_leader()
                             && crate::evict::make_room_replicated(shared, replica, &limit).await
                             && run.iter().any(|(_, spec)| spec.has(flags::DENYOOM))

@@ -185,6 +185,7 @@ pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig) {
     keyspace.lfu_log_factor = config.lfu_log_factor();
     keyspace.lfu_decay_time_minutes = config.lfu_decay_time();
     keyspace.script_instruction_limit = config.lua_instruction_limit();
+    keyspace.max_memory = crate::evict::limit_from(config);
     keyspace.notify_flags =
         keyspace::notify::parse_flags(config.get("notify-keyspace-events").unwrap_or_default())
             .unwrap_or(0);

@@ -383,42 +383,11 @@ fn install_random(lua: &Lua, globals: &Table, control: &Arc<RunControl>) -> mlua
 /// [`MAX_REP_BYTES`] (one call allocates its whole result before any hook
 /// could look).
 fn install_bounded_rep(lua: &Lua, globals: &Table) -> mlua::Result<()> {
-    use crate::libs::{arg_error, fail, type_name};
+    use crate::libs::{check_number, check_string, fail};
     let string: Table = globals.raw_get("string")?;
     crate::libs::add(lua, &string, "rep", |lua, arguments: MultiValue| {
-        let text = match arguments.front() {
-            Some(Value::String(text)) => text.as_bytes().to_vec(),
-            Some(number @ (Value::Integer(_) | Value::Number(_))) => lua
-                .coerce_string(number.clone())?
-                .map(|text| text.as_bytes().to_vec())
-                .unwrap_or_default(),
-            other => {
-                return Err(arg_error(
-                    1,
-                    "rep",
-                    &format!("string expected, got {}", type_name(other)),
-                ))
-            }
-        };
-        let count = match arguments.get(1) {
-            Some(Value::Integer(count)) => *count,
-            Some(Value::Number(count)) => *count as i64,
-            Some(Value::String(digits)) => match digits
-                .to_str()
-                .ok()
-                .and_then(|d| d.trim().parse::<f64>().ok())
-            {
-                Some(count) => count as i64,
-                None => return Err(arg_error(2, "rep", "number expected, got string")),
-            },
-            other => {
-                return Err(arg_error(
-                    2,
-                    "rep",
-                    &format!("number expected, got {}", type_name(other)),
-                ))
-            }
-        };
+        let text = check_string(lua, &arguments, 1, "rep")?;
+        let count = check_number(lua, &arguments, 2, "rep")? as i64;
         if count <= 0 || text.is_empty() {
             return Ok(Value::String(lua.create_string("")?));
         }

@@ -125,13 +125,7 @@ mod tests {
     }
 
     fn check(lua: &Lua, cases: &[&str]) {
-        for case in cases {
-            let ok: bool = lua
-                .load(format!("return {case}"))
-                .eval()
-                .unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert!(ok, "{case}");
-        }
+        crate::libs::assert_cases(lua, "", cases);
     }
 
     #[test]

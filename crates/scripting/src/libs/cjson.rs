@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use mlua::{Error, Function, Lua, MultiValue, Table, Value};
 
-use super::{add, add_many, arg_error, fail, type_name};
+use super::{add, add_many, arg_error, check_string, fail, type_name};
 
 /// lua-cjson also stops where `lua_checkstack` fails, a few thousand levels
 /// down, whatever depth is configured; this cap stands in for that.
@@ -1041,22 +1041,6 @@ fn enum_option(
     })
 }
 
-/// A string argument; numbers are accepted in their Lua string form.
-fn check_string(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<Vec<u8>> {
-    let value = args.get(index - 1);
-    let s = match value {
-        Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
-        Some(v @ (Value::Integer(_) | Value::Number(_))) => {
-            lua.coerce_string(v.clone())?.map(|s| s.as_bytes().to_vec())
-        }
-        _ => None,
-    };
-    s.ok_or_else(|| {
-        let got = type_name(value);
-        arg_error(index, func, &format!("string expected, got {got}"))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1080,13 +1064,7 @@ mod tests {
     fn check(cases: &[&str]) {
         let lua = Lua::new();
         register(&lua).unwrap();
-        for case in cases {
-            let ok: bool = lua
-                .load(format!("{PRELUDE} return {case}"))
-                .eval()
-                .unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert!(ok, "{case}");
-        }
+        crate::libs::assert_cases(&lua, PRELUDE, cases);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use mlua::{Error, Lua, MultiValue, Table, Value};
 
-use super::{add, add_many, arg_error, fail, type_name, Unplaced};
+use super::{add, add_many, check_number, check_string, fail, Unplaced};
 
 /// Tables at this depth are encoded as nil (LUACMSGPACK_MAX_NESTING).
 const MAX_NESTING: usize = 16;
@@ -40,7 +40,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
         unpack_full(lua, &data, 1, offset)
     })?;
     add_many(lua, &lib, "unpack_limit", |lua, args| {
-        let limit = check_integer(lua, &args, 2, "unpack_limit")?;
+        let limit = check_number(lua, &args, 2, "unpack_limit")? as i64;
         let offset = opt_integer(lua, &args, 3, "unpack_limit")?;
         let data = check_string(lua, &args, 1, "unpack_limit")?;
         unpack_full(lua, &data, limit, offset)
@@ -446,40 +446,10 @@ fn decode(lua: &Lua, cur: &mut Cursor) -> mlua::Result<Value> {
     }
 }
 
-/// A string argument; numbers are accepted in their Lua string form.
-fn check_string(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<Vec<u8>> {
-    let value = args.get(index - 1);
-    let s = match value {
-        Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
-        Some(v @ (Value::Integer(_) | Value::Number(_))) => {
-            lua.coerce_string(v.clone())?.map(|s| s.as_bytes().to_vec())
-        }
-        _ => None,
-    };
-    s.ok_or_else(|| {
-        let got = type_name(value);
-        arg_error(index, func, &format!("string expected, got {got}"))
-    })
-}
-
-fn check_integer(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<i64> {
-    let value = args.get(index - 1);
-    let n = match value {
-        Some(Value::Integer(i)) => Some(*i),
-        Some(Value::Number(n)) => Some(*n as i64),
-        Some(v @ Value::String(_)) => lua.coerce_number(v.clone())?.map(|n| n as i64),
-        _ => None,
-    };
-    n.ok_or_else(|| {
-        let got = type_name(value);
-        arg_error(index, func, &format!("number expected, got {got}"))
-    })
-}
-
 fn opt_integer(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<i64> {
     match args.get(index - 1) {
         None | Some(Value::Nil) => Ok(0),
-        Some(_) => check_integer(lua, args, index, func),
+        Some(_) => Ok(check_number(lua, args, index, func)? as i64),
     }
 }
 
@@ -501,13 +471,7 @@ mod tests {
     fn check(cases: &[&str]) {
         let lua = Lua::new();
         register(&lua).unwrap();
-        for case in cases {
-            let ok: bool = lua
-                .load(format!("{PRELUDE} return {case}"))
-                .eval()
-                .unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert!(ok, "{case}");
-        }
+        crate::libs::assert_cases(&lua, PRELUDE, cases);
     }
 
     #[test]

@@ -155,6 +155,48 @@ pub(crate) fn fail(msg: impl Into<String>) -> Error {
     Error::RuntimeError(msg.into())
 }
 
+/// A string argument (`luaL_checklstring`); numbers are accepted in their
+/// Lua string form.
+pub(crate) fn check_string(
+    lua: &Lua,
+    args: &MultiValue,
+    index: usize,
+    func: &str,
+) -> mlua::Result<Vec<u8>> {
+    let value = args.get(index - 1);
+    let text = match value {
+        Some(Value::String(text)) => Some(text.as_bytes().to_vec()),
+        Some(number @ (Value::Integer(_) | Value::Number(_))) => lua
+            .coerce_string(number.clone())?
+            .map(|text| text.as_bytes().to_vec()),
+        _ => None,
+    };
+    text.ok_or_else(|| {
+        let got = type_name(value);
+        arg_error(index, func, &format!("string expected, got {got}"))
+    })
+}
+
+/// A number argument (`luaL_checknumber`); numeric strings are accepted.
+pub(crate) fn check_number(
+    lua: &Lua,
+    args: &MultiValue,
+    index: usize,
+    func: &str,
+) -> mlua::Result<f64> {
+    let value = args.get(index - 1);
+    let number = match value {
+        Some(Value::Integer(number)) => Some(*number as f64),
+        Some(Value::Number(number)) => Some(*number),
+        Some(text @ Value::String(_)) => lua.coerce_number(text.clone())?,
+        _ => None,
+    };
+    number.ok_or_else(|| {
+        let got = type_name(value);
+        arg_error(index, func, &format!("number expected, got {got}"))
+    })
+}
+
 /// `luaL_argerror`'s message.
 pub(crate) fn arg_error(index: usize, func: &str, msg: &str) -> Error {
     fail(format!("bad argument #{index} to '{func}' ({msg})"))
@@ -172,6 +214,19 @@ pub(crate) fn type_name(value: Option<&Value>) -> &'static str {
         Some(Value::Function(_)) => "function",
         Some(Value::Thread(_)) => "thread",
         Some(_) => "userdata",
+    }
+}
+
+/// Asserts that each Lua expression in `cases`, evaluated after `prelude`,
+/// is true (the libraries' unit tests).
+#[cfg(test)]
+pub(crate) fn assert_cases(lua: &Lua, prelude: &str, cases: &[&str]) {
+    for case in cases {
+        let ok: bool = lua
+            .load(format!("{prelude} return {case}"))
+            .eval()
+            .unwrap_or_else(|error| panic!("{case}: {error}"));
+        assert!(ok, "{case}");
     }
 }
 

@@ -8,7 +8,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::{add, add_many, arg_error, fail, type_name};
+use super::{add, add_many, arg_error, check_number, check_string, fail};
 
 /// Largest `i`/`I` size struct.c accepts.
 const MAX_INT_SIZE: i64 = 32;
@@ -373,36 +373,6 @@ fn size(lua: &Lua, args: &MultiValue) -> mlua::Result<Value> {
     Ok(Value::Number(pos as f64))
 }
 
-fn check_number(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<f64> {
-    let value = args.get(index - 1);
-    let n = match value {
-        Some(Value::Integer(i)) => Some(*i as f64),
-        Some(Value::Number(n)) => Some(*n),
-        Some(v @ Value::String(_)) => lua.coerce_number(v.clone())?,
-        _ => None,
-    };
-    n.ok_or_else(|| {
-        let got = type_name(value);
-        arg_error(index, func, &format!("number expected, got {got}"))
-    })
-}
-
-/// A string argument; numbers are accepted in their Lua string form.
-fn check_string(lua: &Lua, args: &MultiValue, index: usize, func: &str) -> mlua::Result<Vec<u8>> {
-    let value = args.get(index - 1);
-    let s = match value {
-        Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
-        Some(v @ (Value::Integer(_) | Value::Number(_))) => {
-            lua.coerce_string(v.clone())?.map(|s| s.as_bytes().to_vec())
-        }
-        _ => None,
-    };
-    s.ok_or_else(|| {
-        let got = type_name(value);
-        arg_error(index, func, &format!("string expected, got {got}"))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,13 +384,7 @@ mod tests {
     }
 
     fn check(lua: &Lua, cases: &[&str]) {
-        for case in cases {
-            let ok: bool = lua
-                .load(format!("return {case}"))
-                .eval()
-                .unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert!(ok, "{case}");
-        }
+        crate::libs::assert_cases(lua, "", cases);
     }
 
     #[test]
