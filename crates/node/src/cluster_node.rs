@@ -20,6 +20,7 @@ use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use cluster::Topology;
 use keyspace::{CommandSpec, Keyspace, KeyspaceConfig};
+use openraft::raft::linearizable_read::LinearizerOption;
 use replication::group::Registry;
 use replication::meta;
 use replication::state_machine::lock;
@@ -456,6 +457,17 @@ impl ClusterNode {
             Ok(metadata) => metadata,
             Err(error) => return error,
         };
+        // A leader fresh from an election may not have applied what its
+        // predecessor committed yet: wait until it has (the read index)
+        // before computing the change from its state.
+        let caught_up = metadata
+            .group
+            .raft
+            .ensure_linearizable(LinearizerOption::new(None, true));
+        match tokio::time::timeout(Duration::from_secs(2), caught_up).await {
+            Ok(Ok(_)) => {}
+            _ => return Frame::Integer(0),
+        }
         // The metadata state itself, not this node's view of it (which lags
         // by up to one poll).
         let stored = meta::topology(&mut lock(&metadata.group.state));
