@@ -50,6 +50,20 @@ Subcommands:
              --rounds N       runs per cell, median reported (default 3; 1 with --quick)
              --only LIST      run only these sections, comma-separated: throughput,
                               memory, replication, cluster, types (default: all)
+  sim      Sweep deterministic simulation seeds (crates/sim, release build): one
+           shard group of 3 replicas under a fault schedule drawn from each seed,
+           clients recording a history, checkers over it. Prints failing seeds
+           with the one-line command that replays each, and a summary.
+             --seeds N        how many seeds (default 100)
+             --from S         first seed (default 1)
+             --faults LIST    all, none, or some of partition,one-way,
+                              isolate-leader,crash,delay,slow-network (default all)
+             --window-ms MS   how long the workload runs under faults (default 10000)
+             --threads T      seeds run side by side (default: the cores)
+             --mutation stale-reads
+                              deliberately read followers as if linearizable, to
+                              show the checkers catch it
+             --verbose        a line per seed
   tools    Install the Redis tools and client libraries if missing, print their
            versions and the variables the cluster client suites read.
              --force          run apt-get install even if everything is present
@@ -61,7 +75,11 @@ enum Task {
     Help,
     Ci(ci::Options),
     Bench(bench::Options),
-    Tools { force: bool },
+    Tools {
+        force: bool,
+    },
+    /// The simulation sweep, with its arguments passed through.
+    Sim(Vec<String>),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +99,7 @@ fn main() -> ExitCode {
         Task::Ci(options) => ci::run(&options),
         Task::Bench(options) => bench::run(&options),
         Task::Tools { force } => tools::install_and_report(force),
+        Task::Sim(arguments) => sim(&arguments),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -136,8 +155,33 @@ fn parse(args: &[String]) -> Result<Task, String> {
             }
             Ok(Task::Tools { force })
         }
+        "sim" => {
+            if rest.iter().any(|word| word == "-h" || word == "--help") {
+                return Ok(Task::Help);
+            }
+            Ok(Task::Sim(rest.to_vec()))
+        }
         other => Err(format!("unknown subcommand '{other}'")),
     }
+}
+
+/// Builds the simulation sweep in release mode and runs it.
+fn sim(arguments: &[String]) -> anyhow::Result<()> {
+    let status = tools::cargo()
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "sim",
+            "--bin",
+            "slotraft-sim",
+            "--",
+        ])
+        .args(arguments)
+        .status()?;
+    anyhow::ensure!(status.success(), "the simulation sweep failed ({status})");
+    Ok(())
 }
 
 /// A cursor over `--flag`, `--flag value` and `--flag=value` arguments.
@@ -271,6 +315,15 @@ mod tests {
         }
         assert!(parse(&args(&["bench", "--only", "sharding"])).is_err());
         assert!(parse(&args(&["bench", "--only"])).is_err());
+    }
+
+    #[test]
+    fn sim_passes_its_arguments_through() {
+        match parse(&args(&["sim", "--seeds", "3", "--faults", "crash"])) {
+            Ok(Task::Sim(rest)) => assert_eq!(rest, args(&["--seeds", "3", "--faults", "crash"])),
+            _ => panic!("expected the sim task"),
+        }
+        assert!(matches!(parse(&args(&["sim", "--help"])), Ok(Task::Help)));
     }
 
     #[test]

@@ -17,11 +17,9 @@ use crate::server::Shared;
 use crate::session::{self, Session};
 use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
-use keyspace::{commands, CommandSpec, Context, Handler};
-use openraft::error::{
-    ClientWriteError, ForwardReason, ForwardToLeader, LinearizableReadError, RaftError,
-};
-use openraft::raft::linearizable_read::LinearizerOption;
+use keyspace::{commands, CommandSpec, Handler};
+use openraft::error::ForwardToLeader;
+use replication::serve::{Proposal, ReadRefusal};
 use replication::state_machine::{lock_off_worker, ShardState};
 use replication::{Op, Request, TypeConfig};
 use resp::{encode, Frame, Protocol, RequestParser};
@@ -45,14 +43,6 @@ pub const OUTCOME_UNKNOWN: &str =
 /// How long a proposed write may wait for its commit before its outcome is
 /// reported unknown (a leader cut off from its majority).
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
-
-/// A write refused because the leader's quorum lease lapsed is retried this many
-/// times, this far apart, before the client is sent away.
-const LEASE_WAITS: u32 = 20;
-const LEASE_WAIT: Duration = Duration::from_millis(10);
-
-/// How long a read may wait for the leader to confirm its leadership.
-const READ_CHECK_LIMIT: Duration = Duration::from_secs(2);
 
 /// A follower's reply to a keyless write.
 const READONLY_REPLICA: &str = "READONLY You can't write against a read only replica.";
@@ -470,15 +460,12 @@ fn unreachable_reply() -> Frame {
     Frame::error("ERR internal: read check missing")
 }
 
-/// Why reads cannot be served here right now.
-enum ReadRefusal {
-    /// Another replica leads (or none is known).
-    NotLeader(ForwardToLeader<TypeConfig>),
-    /// The leader could not confirm its leadership.
-    Down,
+/// How a read refusal is told to the client.
+trait RefusalReply {
+    fn reply(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Option<Frame>;
 }
 
-impl ReadRefusal {
+impl RefusalReply for ReadRefusal {
     /// The refusal for this read, or `None` when it is a keyless read a replica
     /// answers from its own state (DBSIZE, SCAN, RANDOMKEY ...), as in Redis.
     fn reply(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Option<Frame> {
@@ -497,20 +484,7 @@ async fn check_read(replica: &Replica, session: &Session) -> Result<(), ReadRefu
     if session.readonly {
         return Ok(());
     }
-    let applied = lock_off_worker(&replica.group.state).last_applied;
-    if replica.group.holds_read_lease(applied) {
-        return Ok(());
-    }
-    // The lease when fresh; otherwise one heartbeat round confirms leadership.
-    let option = LinearizerOption::new(None, true);
-    let check = replica.group.raft.ensure_linearizable(option);
-    match tokio::time::timeout(READ_CHECK_LIMIT, check).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(forward)))) => {
-            Err(ReadRefusal::NotLeader(forward))
-        }
-        Ok(Err(_)) | Err(_) => Err(ReadRefusal::Down),
-    }
+    replica.group.check_read().await
 }
 
 /// EXEC on a replica: the queued keyspace commands go through the log as one
@@ -625,17 +599,7 @@ fn read(
     spec: &CommandSpec,
     arguments: &[Bytes],
 ) -> Frame {
-    let mut context = Context::new(now_ms, state.rng.next_u64());
-    context.db = session.db;
-    context.protocol = session.protocol;
-    context.lazy_expire = false;
-    context.cluster_mode = state.keyspace.config.cluster_mode;
-    if spec.group == "scripting" && state.keyspace.script_may_run_long(arguments) {
-        return replication::runtime::long_running(|| {
-            state.keyspace.execute(spec, &mut context, arguments)
-        });
-    }
-    state.keyspace.execute(spec, &mut context, arguments)
+    replication::serve::read(state, now_ms, session.db, session.protocol, spec, arguments)
 }
 
 /// Proposes a run of writes as one entry and returns one reply per command,
@@ -703,45 +667,29 @@ pub async fn propose_watched(
             watched,
         },
     };
-    let mut lease_waits = 0;
-    loop {
-        match tokio::time::timeout(write_limit, raft.client_write(request.clone())).await {
-            Ok(Ok(response)) if response.data.aborted => return Proposed::Aborted,
-            Ok(Ok(response)) if response.data.replies.len() == count => {
-                return Proposed::Replies(response.data.replies, response.data.block)
-            }
-            Ok(Ok(_)) => {
-                return Proposed::Replies(
-                    vec![Frame::error("ERR internal: reply count mismatch"); count],
-                    None,
-                )
-            }
-            // Refused before anything was appended: nothing happened, so the
-            // client is told where to go (or the proposal is retried).
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
-                if forward.reason == ForwardReason::LeaseExpired && lease_waits < LEASE_WAITS {
-                    // A fresh leader (or one that just lost touch) has no quorum
-                    // lease yet; its next heartbeat round settles it.
-                    lease_waits += 1;
-                    tokio::time::sleep(LEASE_WAIT).await;
-                    continue;
-                }
-                let replies = run
-                    .iter()
-                    .map(|(arguments, spec)| redirect(&forward, spec, arguments))
-                    .collect();
-                return Proposed::Replies(replies, None);
-            }
-            Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))))
-            | Ok(Err(RaftError::Fatal(_)))
-            | Err(_) => return Proposed::Replies(vec![Frame::error(OUTCOME_UNKNOWN); count], None),
-            Ok(Err(error)) => {
-                return Proposed::Replies(
-                    vec![Frame::error_owned(format!("ERR {error}")); count],
-                    None,
-                )
-            }
+    match replica.group.propose(request, write_limit).await {
+        Proposal::Applied(response) if response.aborted => Proposed::Aborted,
+        Proposal::Applied(response) if response.replies.len() == count => {
+            Proposed::Replies(response.replies, response.block)
         }
+        Proposal::Applied(_) => Proposed::Replies(
+            vec![Frame::error("ERR internal: reply count mismatch"); count],
+            None,
+        ),
+        // Refused before anything was appended: nothing happened, so the
+        // client is told where to go.
+        Proposal::Refused(forward) => {
+            let replies = run
+                .iter()
+                .map(|(arguments, spec)| redirect(&forward, spec, arguments))
+                .collect();
+            Proposed::Replies(replies, None)
+        }
+        Proposal::Unknown => Proposed::Replies(vec![Frame::error(OUTCOME_UNKNOWN); count], None),
+        Proposal::Failed(error) => Proposed::Replies(
+            vec![Frame::error_owned(format!("ERR {error}")); count],
+            None,
+        ),
     }
 }
 

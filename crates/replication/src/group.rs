@@ -77,6 +77,12 @@ impl GroupOptions {
             max_in_snapshot_log_to_keep: self.keep_behind_snapshot,
             install_snapshot_timeout: 10_000,
             max_payload_entries: 4096,
+            // A restarted leader must win an election again. Restoring its
+            // leadership at startup is unsafe here: the committed index is
+            // saved lazily and applying does not flush, so the restored leader
+            // can confirm a read index behind writes it had acknowledged and
+            // serve a stale read (found by the simulation, seed 8).
+            enable_leader_restore: Some(false),
             ..Default::default()
         };
         config

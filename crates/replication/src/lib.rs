@@ -10,6 +10,7 @@ pub mod log_store;
 pub mod meta;
 pub mod network;
 pub mod runtime;
+pub mod serve;
 pub mod state_machine;
 pub mod types;
 

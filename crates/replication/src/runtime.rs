@@ -3,9 +3,11 @@
 //!
 //! openraft draws election timeouts from its runtime's RNG. Stock tokio support
 //! uses the thread RNG, which makes a simulated run unrepeatable. Here every draw
-//! comes from one process-wide SplitMix64 sequence: seeded from the process id and
-//! the clock in production (replicas must not share timeouts), and from the
-//! simulation's seed under test via [`seed_rng`]. Everything else is tokio's.
+//! comes from one SplitMix64 sequence: process-wide, seeded from the process id
+//! and the clock in production (replicas must not share timeouts); per thread,
+//! seeded from the simulation's seed via [`seed_rng`] (a simulation runs all its
+//! hosts on one thread, and a sweep runs several simulations side by side).
+//! Everything else is tokio's.
 
 use std::future::Future;
 use std::io;
@@ -24,14 +26,23 @@ const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 static STATE: AtomicU64 = AtomicU64::new(0);
 static INIT: Once = Once::new();
 
-/// Restarts the runtime's random sequence from `seed`. A simulation calls this
+thread_local! {
+    /// The sequence of a simulation running on this thread.
+    static SEEDED: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Restarts this thread's random sequence from `seed`. A simulation calls this
 /// before building its hosts, so the same seed replays the same elections.
 pub fn seed_rng(seed: u64) {
-    INIT.call_once(|| {});
-    STATE.store(seed, Ordering::SeqCst);
+    SEEDED.with(|state| state.set(Some(seed)));
 }
 
 fn next_seed() -> u64 {
+    if let Some(state) = SEEDED.with(|state| state.get()) {
+        let state = state.wrapping_add(GAMMA);
+        SEEDED.with(|cell| cell.set(Some(state)));
+        return mix(state);
+    }
     INIT.call_once(|| {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use keyspace::Keyspace;
-use openraft::error::{ClientWriteError, ForwardReason, RaftError};
 use openraft::ServerState;
 use replication::group::{GroupOptions, Registry, ShardGroup};
 use replication::log_store::WriterMode;
+use replication::serve::Proposal;
 use replication::state_machine::lock;
 use replication::{GroupId, NodeAddr, NodeId, Op, Request};
 use resp::Frame;
@@ -56,6 +56,14 @@ impl Handles {
             .insert(id, group);
     }
 
+    /// Forgets a replica that is going down (its host crashes).
+    pub fn remove(&self, id: NodeId) {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(&id);
+    }
+
     pub fn get(&self, id: NodeId) -> Option<ShardGroup> {
         self.0
             .lock()
@@ -98,13 +106,39 @@ impl Handles {
     }
 }
 
-/// Adds replicas `1..=count` as hosts; replica 1 initializes the group.
-pub fn add_replicas(sim: &mut turmoil::Sim<'_>, count: u64, root: PathBuf, handles: &Handles) {
+/// How the simulated replicas keep their log.
+#[derive(Clone, Copy, Debug)]
+pub struct Storage {
+    /// Build a snapshot (and compact the log) after this many entries.
+    pub snapshot_every: u64,
+    /// Entries kept behind a snapshot.
+    pub keep_behind_snapshot: u64,
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        let defaults = GroupOptions::new(0, 0, PathBuf::new(), Keyspace::new(1, 0));
+        Storage {
+            snapshot_every: defaults.snapshot_every,
+            keep_behind_snapshot: defaults.keep_behind_snapshot,
+        }
+    }
+}
+
+/// Adds replicas `1..=count` as hosts; replica 1 initializes the group. A
+/// host that is bounced reopens its group from its files.
+pub fn add_replicas(
+    sim: &mut turmoil::Sim<'_>,
+    count: u64,
+    root: PathBuf,
+    handles: &Handles,
+    storage: Storage,
+) {
     for id in 1..=count {
         let dir = root.join(host_name(id));
         let handles = handles.clone();
         sim.host(host_name(id), move || {
-            run_replica(id, count, dir.clone(), handles.clone())
+            run_replica(id, count, dir.clone(), handles.clone(), storage)
         });
     }
 }
@@ -114,12 +148,15 @@ async fn run_replica(
     count: u64,
     dir: PathBuf,
     handles: Handles,
+    storage: Storage,
 ) -> Result<(), Box<dyn Error>> {
     let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
     let template = Keyspace::new(16, 0x5eed ^ GROUP);
     let mut options = GroupOptions::new(id, GROUP, dir, template);
     options.log_writer = WriterMode::Task;
     options.seed = id;
+    options.snapshot_every = storage.snapshot_every;
+    options.keep_behind_snapshot = storage.keep_behind_snapshot;
     let client =
         rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
     let group = ShardGroup::open(options, client, None).await?;
@@ -158,25 +195,12 @@ pub async fn write(group: &ShardGroup, command: &[&str], seed: u64) -> Result<Fr
                 .collect()],
         },
     };
-    // A leader without a quorum lease refuses before appending anything; wait
-    // for its heartbeat round as the node's write path does.
-    for _ in 0..50 {
-        match group.raft.client_write(request.clone()).await {
-            Ok(response) => {
-                return response
-                    .data
-                    .replies
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| "no reply".to_string())
-            }
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))
-                if forward.reason == ForwardReason::LeaseExpired =>
-            {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(error) => return Err(error.to_string()),
-        }
+    match group.propose(request, Duration::from_secs(5)).await {
+        Proposal::Applied(response) => response
+            .replies
+            .into_iter()
+            .next()
+            .ok_or_else(|| "no reply".to_string()),
+        other => Err(format!("{other:?}")),
     }
-    Err("the leader never regained its lease".to_string())
 }

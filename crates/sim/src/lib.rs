@@ -1,10 +1,20 @@
 //! Deterministic simulation of slotraft's replication under turmoil.
 //!
 //! The real replication stack (openraft, the durable log store, the keyspace
-//! state machine, the tonic transport) runs on simulated hosts; only sockets and
-//! time are turmoil's. [`net`] plugs the simulated network into the rpc crate's
-//! seams; [`group`] runs a shard group's replicas as hosts and gives the test
-//! driver handles on them.
+//! state machine, the tonic transport, and the request path's read check and
+//! write classification in `replication::serve`) runs on simulated hosts; only
+//! sockets and time are turmoil's. [`net`] plugs the simulated network into the
+//! rpc crate's seams; [`group`] runs a shard group's replicas as hosts;
+//! [`client`] issues operations and records them in a [`history`]; [`faults`]
+//! draws a fault schedule from the seed; [`run`] runs one seed and applies the
+//! checkers of [`check`]; [`sweep`] runs many seeds in parallel.
 
+pub mod check;
+pub mod client;
+pub mod faults;
 pub mod group;
+pub mod history;
 pub mod net;
+pub mod rng;
+pub mod run;
+pub mod sweep;

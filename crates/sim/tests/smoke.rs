@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use resp::Frame;
-use sim::group::{add_replicas, host_name, write, Handles};
+use sim::group::{add_replicas, host_name, write, Handles, Storage};
 
 type Trace = Arc<Mutex<Vec<String>>>;
 
@@ -66,7 +66,7 @@ fn run(seed: u64, run: &str) -> Vec<String> {
         .rng_seed(seed)
         .build();
     let handles = Handles::default();
-    add_replicas(&mut sim, 3, root.clone(), &handles);
+    add_replicas(&mut sim, 3, root.clone(), &handles, Storage::default());
     let trace: Trace = Arc::default();
     {
         let (handles, trace) = (handles.clone(), trace.clone());

@@ -1,0 +1,119 @@
+//! The two decisions every request path makes against a group, shared by the
+//! node and the simulation so both run the same code: may this replica serve a
+//! linearizable read now, and what became of a proposed write.
+
+use std::time::Duration;
+
+use openraft::error::{
+    ClientWriteError, ForwardReason, ForwardToLeader, LinearizableReadError, RaftError,
+};
+use openraft::raft::linearizable_read::LinearizerOption;
+
+use bytes::Bytes;
+use keyspace::{CommandSpec, Context};
+use resp::{Frame, Protocol};
+
+use crate::group::ShardGroup;
+use crate::state_machine::{lock_off_worker, ShardState};
+use crate::types::{Request, Response, TypeConfig};
+
+/// A write refused because the leader's quorum lease lapsed is retried this many
+/// times, this far apart, before the client is sent away.
+pub const LEASE_WAITS: u32 = 20;
+pub const LEASE_WAIT: Duration = Duration::from_millis(10);
+
+/// How long a read may wait for the leader to confirm its leadership.
+pub const READ_CHECK_LIMIT: Duration = Duration::from_secs(2);
+
+/// Why a replica may not serve a linearizable read.
+#[derive(Debug)]
+pub enum ReadRefusal {
+    /// Another replica leads (or may): the client goes there.
+    NotLeader(ForwardToLeader<TypeConfig>),
+    /// Leadership could not be confirmed in time.
+    Down,
+}
+
+/// What became of a proposed write.
+#[derive(Debug)]
+pub enum Proposal {
+    /// Committed and applied; the state machine's reply.
+    Applied(Response),
+    /// Refused before anything was appended: it never happened.
+    Refused(ForwardToLeader<TypeConfig>),
+    /// Proposed, then leadership changed or the commit did not come in time:
+    /// it may or may not be applied. Never retried as a new write.
+    Unknown,
+    /// Refused for another reason before it was appended.
+    Failed(String),
+}
+
+impl ShardGroup {
+    /// Confirms that reading this replica's applied state now is linearizable:
+    /// the leader lease when fresh ([`ShardGroup::holds_read_lease`]),
+    /// otherwise one heartbeat round (ReadIndex) that also waits until the
+    /// state machine has applied up to the confirmed index.
+    pub async fn check_read(&self) -> Result<(), ReadRefusal> {
+        let applied = lock_off_worker(&self.state).last_applied;
+        if self.holds_read_lease(applied) {
+            return Ok(());
+        }
+        let option = LinearizerOption::new(None, true);
+        let check = self.raft.ensure_linearizable(option);
+        match tokio::time::timeout(READ_CHECK_LIMIT, check).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(LinearizableReadError::ForwardToLeader(forward)))) => {
+                Err(ReadRefusal::NotLeader(forward))
+            }
+            Ok(Err(_)) | Err(_) => Err(ReadRefusal::Down),
+        }
+    }
+
+    /// Proposes `request` and waits up to `limit` for it to apply. A fresh
+    /// leader without its quorum lease yet refuses before appending; that is
+    /// retried for a few heartbeats before the caller is sent away.
+    pub async fn propose(&self, request: Request, limit: Duration) -> Proposal {
+        let mut lease_waits = 0;
+        loop {
+            match tokio::time::timeout(limit, self.raft.client_write(request.clone())).await {
+                Ok(Ok(response)) => return Proposal::Applied(response.data),
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                    if forward.reason == ForwardReason::LeaseExpired && lease_waits < LEASE_WAITS {
+                        lease_waits += 1;
+                        tokio::time::sleep(LEASE_WAIT).await;
+                        continue;
+                    }
+                    return Proposal::Refused(forward);
+                }
+                Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))))
+                | Ok(Err(RaftError::Fatal(_)))
+                | Err(_) => return Proposal::Unknown,
+                Ok(Err(error)) => return Proposal::Failed(error.to_string()),
+            }
+        }
+    }
+}
+
+/// Runs a read-only command against the applied state without changing it
+/// (no lazy expiry: a logically expired key reads as absent and stays until
+/// the log removes it). `now_ms` is the reader's clock, never behind the log.
+pub fn read(
+    state: &mut ShardState,
+    now_ms: u64,
+    db: usize,
+    protocol: Protocol,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+) -> Frame {
+    let mut context = Context::new(now_ms.max(state.log_time_ms), state.rng.next_u64());
+    context.db = db;
+    context.protocol = protocol;
+    context.lazy_expire = false;
+    context.cluster_mode = state.keyspace.config.cluster_mode;
+    if spec.group == "scripting" && state.keyspace.script_may_run_long(arguments) {
+        return crate::runtime::long_running(|| {
+            state.keyspace.execute(spec, &mut context, arguments)
+        });
+    }
+    state.keyspace.execute(spec, &mut context, arguments)
+}

@@ -1,0 +1,123 @@
+//! Sweeps simulation seeds: `slotraft-sim --seeds N [--from S] [--faults LIST]
+//! [--window-ms MS] [--threads T] [--mutation stale-reads] [--verbose]`.
+//! `cargo xtask sim` builds and runs it in release mode.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use sim::client::ReadMode;
+use sim::faults::Kind;
+use sim::run::Config;
+use sim::sweep::sweep;
+
+const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads] [--verbose]";
+
+fn main() -> ExitCode {
+    match parse(std::env::args().skip(1).collect()) {
+        Ok(options) => run(options),
+        Err(error) => {
+            eprintln!("slotraft-sim: {error}\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+struct Options {
+    template: Config,
+    from: u64,
+    seeds: u64,
+    threads: usize,
+    verbose: bool,
+}
+
+fn parse(arguments: Vec<String>) -> Result<Options, String> {
+    let mut options = Options {
+        template: Config::new(0),
+        from: 1,
+        seeds: 100,
+        threads: std::thread::available_parallelism().map_or(1, |count| count.get()),
+        verbose: false,
+    };
+    let mut words = arguments.into_iter();
+    while let Some(word) = words.next() {
+        let mut value = |name: &str| words.next().ok_or(format!("{name} needs a value"));
+        let number = |text: String, name: &str| {
+            text.parse::<u64>()
+                .map_err(|_| format!("{name} takes a number, not {text:?}"))
+        };
+        match word.as_str() {
+            "--seeds" => options.seeds = number(value("--seeds")?, "--seeds")?,
+            "--from" => options.from = number(value("--from")?, "--from")?,
+            "--threads" => {
+                options.threads = number(value("--threads")?, "--threads")?.max(1) as usize
+            }
+            "--window-ms" => {
+                let ms = number(value("--window-ms")?, "--window-ms")?;
+                options.template.window = Duration::from_millis(ms);
+            }
+            "--faults" => options.template.faults = Kind::parse_list(&value("--faults")?)?,
+            "--mutation" => match value("--mutation")?.as_str() {
+                "stale-reads" => options.template.read_mode = ReadMode::AnyReplica,
+                other => return Err(format!("unknown mutation {other:?} (known: stale-reads)")),
+            },
+            "--verbose" => options.verbose = true,
+            "-h" | "--help" => return Err("help".into()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(options)
+}
+
+fn run(options: Options) -> ExitCode {
+    let verbose = options.verbose;
+    let summary = sweep(
+        &options.template,
+        options.from,
+        options.seeds,
+        options.threads,
+        &|report| {
+            if verbose || !report.passed() {
+                println!(
+                    "seed {}: {} ({} operations, {} unknown, {} faults, hash {:016x})",
+                    report.seed,
+                    if report.passed() { "ok" } else { "FAILED" },
+                    report.operations,
+                    report.unknown,
+                    report.faults_applied,
+                    report.trace_hash
+                );
+            }
+        },
+    );
+    for (config, report) in &summary.failures {
+        println!("\nseed {} failed:", report.seed);
+        if let Some(error) = &report.error {
+            println!("  error: {error}");
+        }
+        for violation in &report.violations {
+            println!("  {violation}");
+        }
+        println!("  faults:");
+        for line in &report.fault_log {
+            println!("    {line}");
+        }
+        println!("  reproduce: {}", config.reproduce());
+    }
+    println!(
+        "\n{} seeds from {}: {} passed, {} failed; {} operations ({} unknown outcome), {} faults; {:.2} simulated hours in {:.1}s wall",
+        summary.seeds,
+        options.from,
+        summary.seeds as usize - summary.failures.len(),
+        summary.failures.len(),
+        summary.operations,
+        summary.unknown,
+        summary.faults_applied,
+        summary.simulated.as_secs_f64() / 3600.0,
+        summary.wall.as_secs_f64()
+    );
+    if summary.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,532 @@
+//! History checkers, one per property.
+//!
+//! - [`linearizable`]: every key's history is linearizable against a model of
+//!   the Redis value (Wing & Gong's search with Lowe's memoization of
+//!   configurations already explored). Operations whose outcome is unknown may
+//!   take effect at any point after their invocation, or never; operations
+//!   refused before they were proposed never take effect. Because every read
+//!   goes through the same search, this alone rules out lost acknowledged
+//!   writes, phantom elements and stale reads.
+//! - [`final_state`]: the state every key ended in, read after the faults
+//!   healed, holds every acknowledged write and nothing never attempted:
+//!   counter bounds (acknowledged INCRs <= value <= acknowledged + unknown),
+//!   no lost or phantom set members, list elements exactly once.
+//! - Convergence of the replicas' state digests is checked by the run itself.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use crate::history::{Call, Observed, Operation, Outcome};
+
+/// A property a history broke, with what shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub checker: &'static str,
+    pub key: String,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "[{}] key {}: {}",
+            self.checker, self.key, self.detail
+        )
+    }
+}
+
+/// A key's value in the model.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Value {
+    Absent,
+    Text(String),
+    Set(BTreeSet<String>),
+    List(Vec<String>),
+}
+
+/// Applies `call` to `value`; `None` when the operation's observed reply
+/// contradicts the model (for unknown outcomes nothing is observed).
+fn step(value: &Value, call: &Call, observed: Option<&Observed>) -> Option<Value> {
+    match call {
+        Call::Set(text) => match observed {
+            None | Some(Observed::Ok) => Some(Value::Text(text.clone())),
+            Some(_) => None,
+        },
+        Call::Get => {
+            let matches = match (value, observed) {
+                (Value::Absent, Some(Observed::Nil)) => true,
+                (Value::Text(text), Some(Observed::Bulk(seen))) => text == seen,
+                _ => false,
+            };
+            matches.then(|| value.clone())
+        }
+        Call::Incr => {
+            let current = match value {
+                Value::Absent => 0,
+                Value::Text(text) => text.parse::<i64>().ok()?,
+                _ => return None,
+            };
+            let next = current + 1;
+            match observed {
+                None => Some(Value::Text(next.to_string())),
+                Some(Observed::Integer(seen)) if *seen == next => {
+                    Some(Value::Text(next.to_string()))
+                }
+                Some(_) => None,
+            }
+        }
+        Call::SAdd(member) => {
+            let mut members = match value {
+                Value::Absent => BTreeSet::new(),
+                Value::Set(members) => members.clone(),
+                _ => return None,
+            };
+            let added = members.insert(member.clone());
+            match observed {
+                None => Some(Value::Set(members)),
+                Some(Observed::Integer(seen)) if *seen == i64::from(added) => {
+                    Some(Value::Set(members))
+                }
+                Some(_) => None,
+            }
+        }
+        Call::SMembers => {
+            let current: Vec<String> = match value {
+                Value::Absent => Vec::new(),
+                Value::Set(members) => members.iter().cloned().collect(),
+                _ => return None,
+            };
+            (observed == Some(&Observed::Elements(current))).then(|| value.clone())
+        }
+        Call::RPush(element) => {
+            let mut elements = match value {
+                Value::Absent => Vec::new(),
+                Value::List(elements) => elements.clone(),
+                _ => return None,
+            };
+            elements.push(element.clone());
+            match observed {
+                None => Some(Value::List(elements)),
+                Some(Observed::Integer(seen)) if *seen == elements.len() as i64 => {
+                    Some(Value::List(elements))
+                }
+                Some(_) => None,
+            }
+        }
+        Call::LRange => {
+            let current: Vec<String> = match value {
+                Value::Absent => Vec::new(),
+                Value::List(elements) => elements.clone(),
+                _ => return None,
+            };
+            (observed == Some(&Observed::Elements(current))).then(|| value.clone())
+        }
+    }
+}
+
+/// Configurations the search may explore per key before it gives up.
+const SEARCH_BUDGET: usize = 2_000_000;
+
+/// One operation as the search sees it.
+struct Candidate<'a> {
+    operation: &'a Operation,
+    /// `None` for an unknown outcome: it need not be linearized at all.
+    observed: Option<&'a Observed>,
+    /// When it must have taken effect by (`u64::MAX` when unknown).
+    deadline: u64,
+}
+
+/// Checks every key's history for linearizability.
+pub fn linearizable(history: &[Operation]) -> Vec<Violation> {
+    let mut by_key: BTreeMap<&str, Vec<&Operation>> = BTreeMap::new();
+    for operation in history {
+        by_key.entry(&operation.key).or_default().push(operation);
+    }
+    by_key
+        .into_iter()
+        .filter_map(|(key, operations)| linearizable_key(key, &operations).err())
+        .collect()
+}
+
+fn linearizable_key(key: &str, operations: &[&Operation]) -> Result<(), Violation> {
+    let mut candidates: Vec<Candidate<'_>> = operations
+        .iter()
+        .filter_map(|operation| match &operation.outcome {
+            Outcome::Done(observed) => Some(Candidate {
+                operation,
+                observed: Some(observed),
+                deadline: operation.completed,
+            }),
+            // A read whose outcome is unknown constrains nothing.
+            Outcome::Unknown if !operation.call.is_read() => Some(Candidate {
+                operation,
+                observed: None,
+                deadline: u64::MAX,
+            }),
+            Outcome::Unknown | Outcome::Failed => None,
+        })
+        .collect();
+    candidates.sort_by_key(|candidate| (candidate.operation.invoked, candidate.deadline));
+    let count = candidates.len();
+    let required = candidates
+        .iter()
+        .filter(|candidate| candidate.observed.is_some())
+        .count();
+    let words = count.div_ceil(64);
+    let mut done = vec![0u64; words];
+    let is_done = |done: &[u64], index: usize| done[index / 64] & (1 << (index % 64)) != 0;
+    let mut value = Value::Absent;
+    let mut required_done = 0usize;
+    let mut seen: HashSet<(Vec<u64>, Value)> = HashSet::new();
+    // The search's path: the operation linearized at each depth, the value
+    // before it, and where the scan for the next choice at that depth resumes.
+    let mut path: Vec<(usize, Value)> = Vec::new();
+    let mut resume = 0usize;
+    // The deepest point reached, for the report.
+    let mut deepest = (0usize, Value::Absent, vec![0u64; words]);
+    loop {
+        if required_done == required {
+            return Ok(());
+        }
+        if seen.len() > SEARCH_BUDGET {
+            return Err(Violation {
+                checker: "linearizable",
+                key: key.to_string(),
+                detail: format!(
+                    "search budget exhausted after {} configurations ({count} operations)",
+                    seen.len()
+                ),
+            });
+        }
+        // The operations that may come next: not yet linearized and invoked
+        // before the earliest deadline among those not yet linearized.
+        let first_open = (0..count)
+            .find(|index| !is_done(&done, *index))
+            .unwrap_or(count);
+        let mut horizon = u64::MAX;
+        let mut end = first_open;
+        while end < count && candidates[end].operation.invoked <= horizon {
+            if !is_done(&done, end) {
+                horizon = horizon.min(candidates[end].deadline);
+            }
+            end += 1;
+        }
+        let mut chosen = None;
+        for index in resume.max(first_open)..end {
+            let candidate = &candidates[index];
+            if is_done(&done, index) || candidate.operation.invoked > horizon {
+                continue;
+            }
+            if let Some(next) = step(&value, &candidate.operation.call, candidate.observed) {
+                let mut next_done = done.clone();
+                next_done[index / 64] |= 1 << (index % 64);
+                if seen.insert((next_done, next.clone())) {
+                    chosen = Some((index, next));
+                    break;
+                }
+            }
+        }
+        match chosen {
+            Some((index, next)) => {
+                path.push((index, std::mem::replace(&mut value, next)));
+                done[index / 64] |= 1 << (index % 64);
+                if candidates[index].observed.is_some() {
+                    required_done += 1;
+                }
+                resume = 0;
+                if path.len() > deepest.0 {
+                    deepest = (path.len(), value.clone(), done.clone());
+                }
+            }
+            None => {
+                let Some((index, previous)) = path.pop() else {
+                    return Err(report(key, &candidates, &deepest));
+                };
+                done[index / 64] &= !(1 << (index % 64));
+                if candidates[index].observed.is_some() {
+                    required_done -= 1;
+                }
+                value = previous;
+                resume = index + 1;
+            }
+        }
+    }
+}
+
+/// Describes where the search got stuck deepest.
+fn report(
+    key: &str,
+    candidates: &[Candidate<'_>],
+    deepest: &(usize, Value, Vec<u64>),
+) -> Violation {
+    let (depth, value, done) = deepest;
+    let open: Vec<String> = candidates
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| done[index / 64] & (1 << (index % 64)) == 0)
+        .take(6)
+        .map(|(_, candidate)| describe(candidate.operation))
+        .collect();
+    Violation {
+        checker: "linearizable",
+        key: key.to_string(),
+        detail: format!(
+            "no linearization: at most {depth} of {} operations order consistently; the model then holds {value:?} and none of the next operations fits: {}",
+            candidates.len(),
+            open.join("; ")
+        ),
+    }
+}
+
+fn describe(operation: &Operation) -> String {
+    format!(
+        "client {} {:?} [{:.3}s..{}] node{} -> {:?}",
+        operation.client,
+        operation.call,
+        operation.invoked as f64 / 1e9,
+        if operation.completed == u64::MAX {
+            "?".to_string()
+        } else {
+            format!("{:.3}s", operation.completed as f64 / 1e9)
+        },
+        operation.node,
+        operation.outcome
+    )
+}
+
+/// Checks the final state of every key against what was attempted and
+/// acknowledged. `finals` holds each key's last read, made after healing.
+pub fn final_state(history: &[Operation], finals: &BTreeMap<String, Observed>) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut flag = |key: &str, checker: &'static str, detail: String| {
+        violations.push(Violation {
+            checker,
+            key: key.to_string(),
+            detail,
+        })
+    };
+    for (key, observed) in finals {
+        let writes: Vec<&Operation> = history
+            .iter()
+            .filter(|operation| &operation.key == key && !operation.call.is_read())
+            .collect();
+        let acknowledged = |operation: &&&Operation| matches!(operation.outcome, Outcome::Done(_));
+        let possible = |operation: &&&Operation| !matches!(operation.outcome, Outcome::Failed);
+        if writes.iter().all(|operation| operation.call == Call::Incr) && !writes.is_empty() {
+            let low = writes.iter().filter(acknowledged).count() as i64;
+            let high = writes.iter().filter(possible).count() as i64;
+            let value = match observed {
+                Observed::Nil => 0,
+                Observed::Bulk(text) => text.parse().unwrap_or(-1),
+                _ => -1,
+            };
+            if value < low || value > high {
+                flag(
+                    key,
+                    "counter-bounds",
+                    format!("final value {value} outside [{low}, {high}] (acknowledged, possible)"),
+                );
+            }
+            continue;
+        }
+        let Observed::Elements(elements) = observed else {
+            continue;
+        };
+        let element = |operation: &Operation| match &operation.call {
+            Call::SAdd(member) | Call::RPush(member) => Some(member.clone()),
+            _ => None,
+        };
+        let must: BTreeSet<String> = writes
+            .iter()
+            .filter(acknowledged)
+            .filter_map(|o| element(o))
+            .collect();
+        let may: BTreeSet<String> = writes
+            .iter()
+            .filter(possible)
+            .filter_map(|o| element(o))
+            .collect();
+        let present: BTreeSet<String> = elements.iter().cloned().collect();
+        for lost in must.difference(&present) {
+            flag(
+                key,
+                "no-lost-elements",
+                format!("acknowledged element {lost} is missing"),
+            );
+        }
+        for phantom in present.difference(&may) {
+            flag(
+                key,
+                "no-phantom-elements",
+                format!("element {phantom} was never successfully added"),
+            );
+        }
+        if present.len() != elements.len() {
+            flag(key, "elements-once", format!("duplicates in {elements:?}"));
+        }
+    }
+    violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operation(client: u64, call: Call, span: (u64, u64), outcome: Outcome) -> Operation {
+        Operation {
+            client,
+            key: "k".into(),
+            call,
+            invoked: span.0,
+            completed: span.1,
+            outcome,
+            node: 1,
+        }
+    }
+
+    fn done(observed: Observed) -> Outcome {
+        Outcome::Done(observed)
+    }
+
+    #[test]
+    fn concurrent_writes_may_be_read_in_either_order() {
+        let history = vec![
+            operation(1, Call::Set("a".into()), (0, 10), done(Observed::Ok)),
+            operation(2, Call::Set("b".into()), (1, 11), done(Observed::Ok)),
+            operation(3, Call::Get, (12, 13), done(Observed::Bulk("a".into()))),
+        ];
+        assert_eq!(linearizable(&history), Vec::new());
+    }
+
+    #[test]
+    fn a_stale_read_after_an_acknowledged_write_is_caught() {
+        let history = vec![
+            operation(1, Call::Set("a".into()), (0, 10), done(Observed::Ok)),
+            operation(1, Call::Set("b".into()), (11, 20), done(Observed::Ok)),
+            operation(2, Call::Get, (21, 22), done(Observed::Bulk("a".into()))),
+        ];
+        let violations = linearizable(&history);
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert_eq!(violations[0].checker, "linearizable");
+    }
+
+    #[test]
+    fn an_unknown_write_may_appear_late_or_never() {
+        let late = vec![
+            operation(1, Call::Set("a".into()), (0, 10), done(Observed::Ok)),
+            operation(1, Call::Set("b".into()), (11, u64::MAX), Outcome::Unknown),
+            operation(2, Call::Get, (30, 31), done(Observed::Bulk("a".into()))),
+            operation(2, Call::Get, (40, 41), done(Observed::Bulk("b".into()))),
+        ];
+        assert_eq!(linearizable(&late), Vec::new());
+        let never = vec![
+            operation(1, Call::Set("a".into()), (0, 10), done(Observed::Ok)),
+            operation(1, Call::Set("b".into()), (11, u64::MAX), Outcome::Unknown),
+            operation(2, Call::Get, (40, 41), done(Observed::Bulk("a".into()))),
+        ];
+        assert_eq!(linearizable(&never), Vec::new());
+        // Once seen, it cannot disappear again.
+        let flicker = vec![
+            operation(1, Call::Set("a".into()), (0, 10), done(Observed::Ok)),
+            operation(1, Call::Set("b".into()), (11, u64::MAX), Outcome::Unknown),
+            operation(2, Call::Get, (30, 31), done(Observed::Bulk("b".into()))),
+            operation(2, Call::Get, (40, 41), done(Observed::Bulk("a".into()))),
+        ];
+        assert_eq!(linearizable(&flicker).len(), 1);
+    }
+
+    #[test]
+    fn a_refused_write_must_never_be_seen() {
+        let history = vec![
+            operation(1, Call::Set("a".into()), (0, 10), Outcome::Failed),
+            operation(2, Call::Get, (20, 21), done(Observed::Bulk("a".into()))),
+        ];
+        assert_eq!(linearizable(&history).len(), 1);
+    }
+
+    #[test]
+    fn counters_sets_and_lists_follow_their_models() {
+        let counter = vec![
+            operation(1, Call::Incr, (0, 10), done(Observed::Integer(1))),
+            operation(2, Call::Incr, (5, 15), done(Observed::Integer(2))),
+            operation(3, Call::Get, (20, 21), done(Observed::Bulk("2".into()))),
+        ];
+        assert_eq!(linearizable(&counter), Vec::new());
+        let doubled = vec![
+            operation(1, Call::Incr, (0, 10), done(Observed::Integer(1))),
+            operation(2, Call::Incr, (11, 15), done(Observed::Integer(1))),
+        ];
+        assert_eq!(linearizable(&doubled).len(), 1);
+        let set = vec![
+            operation(
+                1,
+                Call::SAdd("x".into()),
+                (0, 10),
+                done(Observed::Integer(1)),
+            ),
+            operation(
+                2,
+                Call::SAdd("y".into()),
+                (11, 15),
+                done(Observed::Integer(1)),
+            ),
+            operation(
+                3,
+                Call::SMembers,
+                (20, 21),
+                done(Observed::Elements(vec!["x".into()])),
+            ),
+        ];
+        assert_eq!(linearizable(&set).len(), 1, "a lost member is caught");
+        let list = vec![
+            operation(
+                1,
+                Call::RPush("x".into()),
+                (0, 10),
+                done(Observed::Integer(1)),
+            ),
+            operation(
+                2,
+                Call::RPush("y".into()),
+                (2, 12),
+                done(Observed::Integer(2)),
+            ),
+            operation(
+                3,
+                Call::LRange,
+                (20, 21),
+                done(Observed::Elements(vec!["x".into(), "y".into()])),
+            ),
+        ];
+        assert_eq!(linearizable(&list), Vec::new());
+    }
+
+    #[test]
+    fn final_state_flags_lost_and_phantom_elements_and_counter_bounds() {
+        let history = vec![
+            operation(
+                1,
+                Call::SAdd("x".into()),
+                (0, 10),
+                done(Observed::Integer(1)),
+            ),
+            operation(1, Call::SAdd("y".into()), (0, 10), Outcome::Failed),
+            Operation {
+                key: "c".into(),
+                ..operation(1, Call::Incr, (0, 10), done(Observed::Integer(1)))
+            },
+        ];
+        let finals = BTreeMap::from([
+            ("k".to_string(), Observed::Elements(vec!["y".into()])),
+            ("c".to_string(), Observed::Bulk("3".into())),
+        ]);
+        let checkers: Vec<&str> = final_state(&history, &finals)
+            .iter()
+            .map(|violation| violation.checker)
+            .collect();
+        assert_eq!(
+            checkers,
+            vec!["counter-bounds", "no-lost-elements", "no-phantom-elements"]
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! A client of the simulated group. It reaches replicas the way a node's
+//! request path does, through `replication::serve`: writes are proposed and
+//! their fate classified, reads are checked for linearizability and then read
+//! the applied state. A refused request follows the leader hint, as a Redis
+//! client follows MOVED.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use replication::serve::{self, Proposal, ReadRefusal};
+use replication::state_machine::lock;
+use replication::{NodeId, Op, Request};
+use resp::{Frame, Protocol};
+
+use crate::group::{now_ms, Handles};
+use crate::history::{now_ns, Call, History, Observed, Operation, Outcome};
+
+/// How long a write may wait for its commit (the node's limit).
+pub const WRITE_LIMIT: Duration = Duration::from_secs(5);
+
+/// Attempts per operation when replicas send the client elsewhere.
+const ATTEMPTS: usize = 3;
+
+/// How reads are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Through the linearizability check, as the node serves them.
+    Linearizable,
+    /// Deliberately broken, to prove the checkers can fail: any replica's
+    /// applied state is read as if it were linearizable.
+    AnyReplica,
+}
+
+/// One client: where it sends requests next, and its seed source.
+pub struct Client {
+    pub id: u64,
+    pub node: NodeId,
+    pub nodes: Vec<NodeId>,
+    pub handles: Handles,
+    pub history: History,
+    pub read_mode: ReadMode,
+    rotation: usize,
+}
+
+impl Client {
+    pub fn new(id: u64, nodes: Vec<NodeId>, handles: Handles, history: History) -> Client {
+        Client {
+            id,
+            node: nodes[id as usize % nodes.len()],
+            nodes,
+            handles,
+            history,
+            read_mode: ReadMode::Linearizable,
+            rotation: id as usize,
+        }
+    }
+
+    /// Moves on to the next replica (after a failure without a hint).
+    fn rotate(&mut self) {
+        self.rotation += 1;
+        self.node = self.nodes[self.rotation % self.nodes.len()];
+    }
+
+    /// Performs `call` on `key`, records it and returns its outcome.
+    pub async fn perform(&mut self, key: &str, call: Call, seed: u64) -> Outcome {
+        let invoked = now_ns();
+        let outcome = if call.is_read() {
+            self.read(key, &call).await
+        } else {
+            self.write(key, &call, seed).await
+        };
+        let completed = match outcome {
+            Outcome::Unknown => u64::MAX,
+            _ => now_ns(),
+        };
+        self.history.record(Operation {
+            client: self.id,
+            key: key.to_string(),
+            call,
+            invoked,
+            completed,
+            outcome: outcome.clone(),
+            node: self.node,
+        });
+        outcome
+    }
+
+    async fn write(&mut self, key: &str, call: &Call, seed: u64) -> Outcome {
+        let command = command(key, call);
+        for _ in 0..ATTEMPTS {
+            let Some(group) = self.handles.get(self.node) else {
+                // The replica is down: the connection is refused.
+                self.rotate();
+                continue;
+            };
+            let request = Request {
+                now_ms: now_ms(),
+                seed,
+                op: Op::Exec {
+                    db: 0,
+                    resp3: false,
+                    watched: Vec::new(),
+                    commands: vec![command.clone()],
+                },
+            };
+            match group.propose(request, WRITE_LIMIT).await {
+                Proposal::Applied(response) => {
+                    return match response.replies.first() {
+                        Some(reply) => Outcome::Done(observe(call, reply)),
+                        None => Outcome::Unknown,
+                    }
+                }
+                Proposal::Refused(forward) => match forward.leader_id {
+                    Some(leader) if leader != self.node => self.node = leader,
+                    _ => {
+                        self.rotate();
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Proposal::Unknown | Proposal::Failed(_) => {
+                    self.rotate();
+                    return Outcome::Unknown;
+                }
+            }
+        }
+        Outcome::Failed
+    }
+
+    async fn read(&mut self, key: &str, call: &Call) -> Outcome {
+        let command = command(key, call);
+        let spec = keyspace::commands::lookup(&command[0]).expect("a known read command");
+        for _ in 0..ATTEMPTS {
+            let Some(group) = self.handles.get(self.node) else {
+                self.rotate();
+                continue;
+            };
+            if self.read_mode == ReadMode::Linearizable {
+                match group.check_read().await {
+                    Ok(()) => {}
+                    Err(ReadRefusal::NotLeader(forward)) => {
+                        match forward.leader_id {
+                            Some(leader) if leader != self.node => self.node = leader,
+                            _ => {
+                                self.rotate();
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        }
+                        continue;
+                    }
+                    Err(ReadRefusal::Down) => {
+                        self.rotate();
+                        continue;
+                    }
+                }
+            }
+            let reply = {
+                let mut state = lock(&group.state);
+                serve::read(&mut state, now_ms(), 0, Protocol::Resp2, spec, &command)
+            };
+            return Outcome::Done(observe(call, &reply));
+        }
+        Outcome::Failed
+    }
+}
+
+/// The command line of `call` on `key`.
+fn command(key: &str, call: &Call) -> Vec<Bytes> {
+    let words: Vec<&str> = match call {
+        Call::Set(value) => vec!["SET", key, value],
+        Call::Get => vec!["GET", key],
+        Call::Incr => vec!["INCR", key],
+        Call::SAdd(member) => vec!["SADD", key, member],
+        Call::SMembers => vec!["SMEMBERS", key],
+        Call::RPush(element) => vec!["RPUSH", key, element],
+        Call::LRange => vec!["LRANGE", key, "0", "-1"],
+    };
+    words
+        .into_iter()
+        .map(|word| Bytes::copy_from_slice(word.as_bytes()))
+        .collect()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Reduces a reply to what the checkers compare. Anything unexpected (an
+/// error reply) is kept as text, which no model accepts.
+fn observe(call: &Call, reply: &Frame) -> Observed {
+    match reply {
+        Frame::Simple(status) if status.as_ref() == b"OK" => Observed::Ok,
+        Frame::Null => Observed::Nil,
+        Frame::Bulk(bytes) => Observed::Bulk(text(bytes)),
+        Frame::Integer(value) => Observed::Integer(*value),
+        Frame::Array(items) | Frame::Set(items) => {
+            let mut elements: Vec<String> = items
+                .iter()
+                .map(|item| match item {
+                    Frame::Bulk(bytes) => text(bytes),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            if *call == Call::SMembers {
+                elements.sort();
+            }
+            Observed::Elements(elements)
+        }
+        other => Observed::Bulk(format!("unexpected reply {other:?}")),
+    }
+}

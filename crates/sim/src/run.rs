@@ -1,0 +1,394 @@
+//! One simulated run: replicas and clients under a fault schedule, then the
+//! checkers over what the clients saw.
+//!
+//! Phases: the workload runs for `window` while faults come and go; then every
+//! fault is healed and crashed replicas restart; the run waits until the
+//! replicas converge (same applied index and state digest), reads every key's
+//! final value through the linearizable path, and checks the history.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::check::{self, Violation};
+use crate::client::{Client, ReadMode};
+use crate::faults::{self, Event, Kind, BASE_LATENCY_MS};
+use crate::group::{add_replicas, host_name, Handles, Storage};
+use crate::history::{Call, History, Observed, Outcome};
+use crate::rng::Rng;
+
+/// What a run does.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub seed: u64,
+    pub nodes: u64,
+    pub clients: u64,
+    /// How long the workload runs (simulated time) while faults come and go.
+    pub window: Duration,
+    pub faults: Vec<Kind>,
+    pub read_mode: ReadMode,
+    pub storage: Storage,
+}
+
+impl Config {
+    pub fn new(seed: u64) -> Config {
+        Config {
+            seed,
+            nodes: 3,
+            clients: 4,
+            window: Duration::from_secs(10),
+            faults: Kind::ALL.to_vec(),
+            read_mode: ReadMode::Linearizable,
+            // Small, so snapshots are built, logs compacted and snapshots
+            // installed on replicas that were down.
+            storage: Storage {
+                snapshot_every: 200,
+                keep_behind_snapshot: 50,
+            },
+        }
+    }
+
+    /// The command that replays this run.
+    pub fn reproduce(&self) -> String {
+        let faults: Vec<&str> = self.faults.iter().map(|kind| kind.name()).collect();
+        let faults = if faults.is_empty() {
+            "none".to_string()
+        } else {
+            faults.join(",")
+        };
+        let mutation = match self.read_mode {
+            ReadMode::Linearizable => "",
+            ReadMode::AnyReplica => " --mutation stale-reads",
+        };
+        format!(
+            "cargo xtask sim --from {} --seeds 1 --faults {faults} --window-ms {}{mutation}",
+            self.seed,
+            self.window.as_millis()
+        )
+    }
+}
+
+/// What a run found.
+#[derive(Debug)]
+pub struct Report {
+    pub seed: u64,
+    /// A hash of everything observable: the history, the faults applied and
+    /// the final digest. The same seed gives the same hash.
+    pub trace_hash: u64,
+    pub operations: usize,
+    pub acknowledged: usize,
+    pub unknown: usize,
+    pub failed: usize,
+    pub faults_applied: usize,
+    /// The faults as applied, with their simulated times.
+    pub fault_log: Vec<String>,
+    pub simulated: Duration,
+    pub violations: Vec<Violation>,
+    /// The run could not finish (no convergence, a host failed, ...).
+    pub error: Option<String>,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty() && self.error.is_none()
+    }
+}
+
+/// The keys of the workload, by the kind of value they hold.
+const REGISTERS: [&str; 3] = ["r0", "r1", "r2"];
+const COUNTER: &str = "c0";
+const SET: &str = "s0";
+const LIST: &str = "l0";
+
+/// Runs `config` and checks it.
+pub fn run(config: &Config) -> Report {
+    replication::runtime::seed_rng(config.seed);
+    let root = scratch_dir(config.seed);
+    let mut rng = Rng::new(config.seed);
+    let schedule = faults::plan(&mut rng, &config.faults, config.nodes, config.window);
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(config.window + Duration::from_secs(300))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(BASE_LATENCY_MS))
+        .rng_seed(config.seed)
+        .build();
+    let handles = Handles::default();
+    add_replicas(
+        &mut sim,
+        config.nodes,
+        root.clone(),
+        &handles,
+        config.storage,
+    );
+    let history = History::default();
+    let healed = Arc::new(AtomicBool::new(false));
+    let finals: Arc<Mutex<Option<Result<Finals, String>>>> = Arc::default();
+    {
+        let (handles, history, healed, finals) = (
+            handles.clone(),
+            history.clone(),
+            healed.clone(),
+            finals.clone(),
+        );
+        let (config, workload_rng) = (config.clone(), rng.fork());
+        sim.client("driver", async move {
+            let outcome = drive(&config, workload_rng, &handles, &history, &healed).await;
+            *finals
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(outcome);
+            Ok(())
+        });
+    }
+    let mut applied = Vec::new();
+    let mut pending = schedule.into_iter().peekable();
+    let mut down: Vec<u64> = Vec::new();
+    let mut error = None;
+    let mut healing_done = false;
+    loop {
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(failure) => {
+                error = Some(format!("the simulation stopped: {failure}"));
+                break;
+            }
+        }
+        let now = sim.elapsed();
+        while pending.peek().is_some_and(|(at, _)| *at <= now) {
+            let Some((at, event)) = pending.next() else {
+                break;
+            };
+            if let Some(line) = apply(&mut sim, &handles, &mut down, &event, config.nodes) {
+                applied.push(format!("{:>6}ms {line}", at.as_millis()));
+            }
+        }
+        if !healing_done && now >= config.window {
+            heal(&mut sim, config.nodes, &down);
+            down.clear();
+            applied.push(format!("{:>6}ms heal", now.as_millis()));
+            healing_done = true;
+            healed.store(true, Ordering::SeqCst);
+        }
+    }
+    let simulated = sim.elapsed();
+    drop(sim);
+    let _ = std::fs::remove_dir_all(&root);
+    let operations = history.operations();
+    let finals = finals
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
+    let mut violations = Vec::new();
+    let mut digest = String::new();
+    match finals {
+        Some(Ok(finals)) => {
+            violations.extend(check::linearizable(&operations));
+            violations.extend(check::final_state(&operations, &finals.values));
+            digest = finals.digest;
+        }
+        Some(Err(failure)) => error = error.or(Some(failure)),
+        None => error = error.or(Some("the driver did not finish".to_string())),
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    operations.hash(&mut hasher);
+    applied.hash(&mut hasher);
+    digest.hash(&mut hasher);
+    let count = |wanted: fn(&Outcome) -> bool| {
+        operations
+            .iter()
+            .filter(|operation| wanted(&operation.outcome))
+            .count()
+    };
+    Report {
+        seed: config.seed,
+        trace_hash: hasher.finish(),
+        operations: operations.len(),
+        acknowledged: count(|outcome| matches!(outcome, Outcome::Done(_))),
+        unknown: count(|outcome| matches!(outcome, Outcome::Unknown)),
+        failed: count(|outcome| matches!(outcome, Outcome::Failed)),
+        faults_applied: applied.len(),
+        fault_log: applied,
+        simulated,
+        violations,
+        error,
+    }
+}
+
+fn scratch_dir(seed: u64) -> PathBuf {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, Ordering::SeqCst);
+    let dir =
+        std::env::temp_dir().join(format!("slotraft-sim-{}-{seed}-{run}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Applies one scheduled event; a line for the trace, or `None` when the
+/// event did not apply (restarting a replica that is up).
+fn apply(
+    sim: &mut turmoil::Sim<'_>,
+    handles: &Handles,
+    down: &mut Vec<u64>,
+    event: &Event,
+    nodes: u64,
+) -> Option<String> {
+    match *event {
+        Event::Partition(a, b) => sim.partition(host_name(a), host_name(b)),
+        Event::Repair(a, b) => sim.repair(host_name(a), host_name(b)),
+        Event::PartitionOneWay { from, to } => sim.partition_oneway(host_name(from), host_name(to)),
+        Event::RepairOneWay { from, to } => sim.repair_oneway(host_name(from), host_name(to)),
+        Event::IsolateLeader(_) => {
+            let all: Vec<u64> = (1..=nodes).collect();
+            let leader = handles.leader_among(&all)?;
+            for other in all.iter().filter(|other| **other != leader) {
+                sim.partition(host_name(leader), host_name(*other));
+            }
+            // Repaired when the fault window ends (heal), like every fault
+            // still standing then.
+            return Some(format!("isolate leader node{leader}"));
+        }
+        Event::Crash(node) => {
+            handles.remove(node);
+            sim.crash(host_name(node));
+            down.push(node);
+        }
+        Event::Restart(node) => {
+            if !down.contains(&node) {
+                return None;
+            }
+            down.retain(|other| *other != node);
+            sim.bounce(host_name(node));
+        }
+        Event::Hold(a, b) => sim.hold(host_name(a), host_name(b)),
+        Event::Release(a, b) => sim.release(host_name(a), host_name(b)),
+        Event::Latency(ms) => sim.set_max_message_latency(Duration::from_millis(ms)),
+    }
+    Some(format!("{event:?}"))
+}
+
+/// Ends every fault: links repaired and released, latency back to normal,
+/// crashed replicas restarted.
+fn heal(sim: &mut turmoil::Sim<'_>, nodes: u64, down: &[u64]) {
+    for a in 1..=nodes {
+        for b in (a + 1)..=nodes {
+            sim.repair(host_name(a), host_name(b));
+            sim.release(host_name(a), host_name(b));
+        }
+    }
+    sim.set_max_message_latency(Duration::from_millis(BASE_LATENCY_MS));
+    for node in down {
+        sim.bounce(host_name(*node));
+    }
+}
+
+/// What the driver learned after healing.
+struct Finals {
+    /// Each key's final value, read through the linearizable path.
+    values: BTreeMap<String, Observed>,
+    /// The converged replicas' applied index and digest.
+    digest: String,
+}
+
+/// The clients' workload, then the liveness phase.
+async fn drive(
+    config: &Config,
+    mut rng: Rng,
+    handles: &Handles,
+    history: &History,
+    healed: &AtomicBool,
+) -> Result<Finals, String> {
+    let nodes: Vec<u64> = (1..=config.nodes).collect();
+    let mut clients = Vec::new();
+    for id in 0..config.clients {
+        let mut client = Client::new(id, nodes.clone(), handles.clone(), history.clone());
+        client.read_mode = config.read_mode;
+        let (mut rng, window) = (rng.fork(), config.window);
+        clients.push(tokio::spawn(async move {
+            let mut sequence = 0u64;
+            while turmoil::sim_elapsed().unwrap_or_default() < window {
+                sequence += 1;
+                let unique = format!("{id}-{sequence}");
+                let (key, call) = pick(&mut rng, unique);
+                client.perform(key, call, rng.next_u64()).await;
+                tokio::time::sleep(Duration::from_millis(rng.between(1, 30))).await;
+            }
+        }));
+    }
+    for client in clients {
+        client
+            .await
+            .map_err(|error| format!("a client failed: {error}"))?;
+    }
+    while !healed.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Liveness: every replica back, one leader, the same state everywhere.
+    let digest = converge(handles, &nodes, Duration::from_secs(120)).await?;
+    let mut reader = Client::new(1_000, nodes.clone(), handles.clone(), history.clone());
+    let mut values = BTreeMap::new();
+    let finals = REGISTERS.iter().map(|key| (*key, Call::Get)).chain([
+        (COUNTER, Call::Get),
+        (SET, Call::SMembers),
+        (LIST, Call::LRange),
+    ]);
+    for (key, call) in finals {
+        let mut tries = 0;
+        loop {
+            match reader.perform(key, call.clone(), 0).await {
+                Outcome::Done(observed) => {
+                    values.insert(key.to_string(), observed);
+                    break;
+                }
+                _ if tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => return Err(format!("the final read of {key} kept failing: {other:?}")),
+            }
+        }
+    }
+    Ok(Finals { values, digest })
+}
+
+/// One operation of the workload mix.
+fn pick(rng: &mut Rng, unique: String) -> (&'static str, Call) {
+    let register = REGISTERS[rng.below(REGISTERS.len() as u64) as usize];
+    match rng.below(100) {
+        0..=29 => (register, Call::Set(unique)),
+        30..=54 => (register, Call::Get),
+        55..=64 => (COUNTER, Call::Incr),
+        65..=69 => (COUNTER, Call::Get),
+        70..=79 => (SET, Call::SAdd(unique)),
+        80..=84 => (SET, Call::SMembers),
+        85..=94 => (LIST, Call::RPush(unique)),
+        _ => (LIST, Call::LRange),
+    }
+}
+
+/// Waits until every replica is up and all have applied the same index with
+/// the same digest; returns that state.
+async fn converge(handles: &Handles, ids: &[u64], limit: Duration) -> Result<String, String> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut last = Vec::new();
+    while tokio::time::Instant::now() < deadline {
+        last = ids
+            .iter()
+            .map(|id| handles.applied_and_digest(*id))
+            .collect::<Vec<_>>();
+        if let Some(Some(first)) = last.first() {
+            if handles.leader_among(ids).is_some()
+                && last.iter().all(|state| state.as_ref() == Some(first))
+            {
+                return Ok(format!("applied {} digest {}", first.0, first.1));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Err(format!(
+        "the replicas did not converge within {limit:?} after healing: {last:?}"
+    ))
+}
