@@ -47,6 +47,8 @@ pub struct GroupOptions {
     pub keyspace: Keyspace,
     /// Seeds this replica's source of entry seeds (used when it leads).
     pub seed: u64,
+    /// The file system under the log (a simulated disk in simulations).
+    pub log_fs: Arc<dyn crate::log_store::fs::Fs>,
 }
 
 impl GroupOptions {
@@ -64,6 +66,7 @@ impl GroupOptions {
             keep_behind_snapshot: 5_000,
             keyspace,
             seed: group,
+            log_fs: Arc::new(crate::log_store::fs::StdFs),
         }
     }
 
@@ -113,6 +116,7 @@ impl ShardGroup {
         let log_options = LogStoreOptions {
             fsync: options.fsync,
             writer: options.log_writer,
+            fs: options.log_fs.clone(),
             ..LogStoreOptions::default()
         };
         let log = LogStore::open(&options.dir.join("log"), log_options).await?;

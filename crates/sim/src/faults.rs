@@ -23,16 +23,19 @@ pub enum Kind {
     Delay,
     /// Message latency raised for a while.
     SlowNetwork,
+    /// A replica's disk syncs slowly for a while.
+    SlowDisk,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Partition,
         Kind::OneWay,
         Kind::IsolateLeader,
         Kind::Crash,
         Kind::Delay,
         Kind::SlowNetwork,
+        Kind::SlowDisk,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +46,7 @@ impl Kind {
             Kind::Crash => "crash",
             Kind::Delay => "delay",
             Kind::SlowNetwork => "slow-network",
+            Kind::SlowDisk => "slow-disk",
         }
     }
 
@@ -90,10 +94,15 @@ pub enum Event {
     Release(NodeId, NodeId),
     /// Maximum message latency in milliseconds.
     Latency(u64),
+    /// A replica's sync time in milliseconds.
+    SyncLatency(NodeId, u64),
 }
 
 /// The latency the network has outside [`Kind::SlowNetwork`] faults.
 pub const BASE_LATENCY_MS: u64 = 2;
+
+/// A disk's sync time outside [`Kind::SlowDisk`] faults.
+pub const BASE_SYNC_MS: u64 = 1;
 
 /// Draws a schedule over `window` for replicas `1..=nodes`.
 pub fn plan(rng: &mut Rng, kinds: &[Kind], nodes: u64, window: Duration) -> Vec<(Duration, Event)> {
@@ -151,6 +160,10 @@ pub fn plan(rng: &mut Rng, kinds: &[Kind], nodes: u64, window: Duration) -> Vec<
             Kind::SlowNetwork => {
                 events.push((ms(at), Event::Latency(rng.between(10, 150))));
                 events.push((ms(until), Event::Latency(BASE_LATENCY_MS)));
+            }
+            Kind::SlowDisk => {
+                events.push((ms(at), Event::SyncLatency(node, rng.between(10, 200))));
+                events.push((ms(until), Event::SyncLatency(node, BASE_SYNC_MS)));
             }
         }
         at += rng.between(200, 2_500);

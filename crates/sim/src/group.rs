@@ -16,6 +16,8 @@ use replication::state_machine::lock;
 use replication::{GroupId, NodeAddr, NodeId, Op, Request};
 use resp::Frame;
 
+use crate::disk::SimDisk;
+
 /// The Raft port every simulated replica listens on.
 pub const RAFT_PORT: u16 = 7100;
 
@@ -126,19 +128,29 @@ impl Default for Storage {
 }
 
 /// Adds replicas `1..=count` as hosts; replica 1 initializes the group. A
-/// host that is bounced reopens its group from its files.
+/// host that is bounced reopens its group from its files. A replica with a
+/// disk in `disks` keeps its log there; the others on the real file system.
 pub fn add_replicas(
     sim: &mut turmoil::Sim<'_>,
     count: u64,
     root: PathBuf,
     handles: &Handles,
     storage: Storage,
+    disks: &BTreeMap<NodeId, SimDisk>,
 ) {
     for id in 1..=count {
         let dir = root.join(host_name(id));
         let handles = handles.clone();
+        let disk = disks.get(&id).cloned();
         sim.host(host_name(id), move || {
-            run_replica(id, count, dir.clone(), handles.clone(), storage)
+            run_replica(
+                id,
+                count,
+                dir.clone(),
+                handles.clone(),
+                storage,
+                disk.clone(),
+            )
         });
     }
 }
@@ -149,6 +161,7 @@ async fn run_replica(
     dir: PathBuf,
     handles: Handles,
     storage: Storage,
+    disk: Option<SimDisk>,
 ) -> Result<(), Box<dyn Error>> {
     let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
     let template = Keyspace::new(16, 0x5eed ^ GROUP);
@@ -157,6 +170,9 @@ async fn run_replica(
     options.seed = id;
     options.snapshot_every = storage.snapshot_every;
     options.keep_behind_snapshot = storage.keep_behind_snapshot;
+    if let Some(disk) = disk {
+        options.log_fs = Arc::new(disk);
+    }
     let client =
         rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
     let group = ShardGroup::open(options, client, None).await?;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::check::{self, Violation};
 use crate::client::{Client, ReadMode};
+use crate::disk::{SimDisk, BASE_SYNC_LATENCY};
 use crate::faults::{self, Event, Kind, BASE_LATENCY_MS};
 use crate::group::{add_replicas, host_name, Handles, Storage};
 use crate::history::{Call, History, Observed, Outcome};
@@ -117,13 +118,18 @@ pub fn run(config: &Config) -> Report {
         .rng_seed(config.seed)
         .build();
     let handles = Handles::default();
+    let disks: BTreeMap<u64, SimDisk> = (1..=config.nodes)
+        .map(|node| (node, SimDisk::default()))
+        .collect();
     add_replicas(
         &mut sim,
         config.nodes,
         root.clone(),
         &handles,
         config.storage,
+        &disks,
     );
+    let mut crash_rng = rng.fork();
     let history = History::default();
     let healed = Arc::new(AtomicBool::new(false));
     let finals: Arc<Mutex<Option<Result<Finals, String>>>> = Arc::default();
@@ -144,8 +150,11 @@ pub fn run(config: &Config) -> Report {
         });
     }
     let mut applied = Vec::new();
-    let mut pending = schedule.into_iter().peekable();
+    // Due events are taken from the front; events scheduled by others are
+    // merged in by time (a stable sort keeps equal times in order).
+    let mut pending: std::collections::VecDeque<(Duration, Event)> = schedule.into();
     let mut down: Vec<u64> = Vec::new();
+    let mut crash_waits = BTreeMap::new();
     let mut error = None;
     let mut healing_done = false;
     loop {
@@ -158,16 +167,30 @@ pub fn run(config: &Config) -> Report {
             }
         }
         let now = sim.elapsed();
-        while pending.peek().is_some_and(|(at, _)| *at <= now) {
-            let Some((at, event)) = pending.next() else {
+        while pending.front().is_some_and(|(at, _)| *at <= now) {
+            let Some((at, event)) = pending.pop_front() else {
                 break;
             };
-            if let Some(line) = apply(&mut sim, &handles, &mut down, &event, config.nodes) {
+            let mut later = Vec::new();
+            let mut host = Host {
+                sim: &mut sim,
+                handles: &handles,
+                disks: &disks,
+                rng: &mut crash_rng,
+                down: &mut down,
+                later: &mut later,
+                crash_waits: &mut crash_waits,
+            };
+            if let Some(line) = host.apply(&event, config.nodes) {
                 applied.push(format!("{:>6}ms {line}", at.as_millis()));
+            }
+            if !later.is_empty() {
+                pending.extend(later);
+                pending.make_contiguous().sort_by_key(|(at, _)| *at);
             }
         }
         if !healing_done && now >= config.window {
-            heal(&mut sim, config.nodes, &down);
+            heal(&mut sim, config.nodes, &down, &disks);
             down.clear();
             applied.push(format!("{:>6}ms heal", now.as_millis()));
             healing_done = true;
@@ -227,52 +250,92 @@ fn scratch_dir(seed: u64) -> PathBuf {
     dir
 }
 
-/// Applies one scheduled event; a line for the trace, or `None` when the
-/// event did not apply (restarting a replica that is up).
-fn apply(
-    sim: &mut turmoil::Sim<'_>,
-    handles: &Handles,
-    down: &mut Vec<u64>,
-    event: &Event,
-    nodes: u64,
-) -> Option<String> {
-    match *event {
-        Event::Partition(a, b) => sim.partition(host_name(a), host_name(b)),
-        Event::Repair(a, b) => sim.repair(host_name(a), host_name(b)),
-        Event::PartitionOneWay { from, to } => sim.partition_oneway(host_name(from), host_name(to)),
-        Event::RepairOneWay { from, to } => sim.repair_oneway(host_name(from), host_name(to)),
-        Event::IsolateLeader(_) => {
-            let all: Vec<u64> = (1..=nodes).collect();
-            let leader = handles.leader_among(&all)?;
-            for other in all.iter().filter(|other| **other != leader) {
-                sim.partition(host_name(leader), host_name(*other));
+/// What applying faults touches.
+struct Host<'a, 'b> {
+    sim: &'a mut turmoil::Sim<'b>,
+    handles: &'a Handles,
+    disks: &'a BTreeMap<u64, SimDisk>,
+    rng: &'a mut Rng,
+    down: &'a mut Vec<u64>,
+    /// Events this one schedules (the repair of an isolated leader).
+    later: &'a mut Vec<(Duration, Event)>,
+    /// How long each pending crash has waited for a write in progress.
+    crash_waits: &'a mut BTreeMap<u64, u32>,
+}
+
+impl Host<'_, '_> {
+    /// Applies one scheduled event; a line for the trace, or `None` when the
+    /// event did not apply (restarting a replica that is up).
+    fn apply(&mut self, event: &Event, nodes: u64) -> Option<String> {
+        let Host {
+            sim,
+            handles,
+            disks,
+            rng,
+            down,
+            later,
+            crash_waits,
+        } = self;
+        match *event {
+            Event::Partition(a, b) => sim.partition(host_name(a), host_name(b)),
+            Event::Repair(a, b) => sim.repair(host_name(a), host_name(b)),
+            Event::PartitionOneWay { from, to } => {
+                sim.partition_oneway(host_name(from), host_name(to))
             }
-            // Repaired when the fault window ends (heal), like every fault
-            // still standing then.
-            return Some(format!("isolate leader node{leader}"));
-        }
-        Event::Crash(node) => {
-            handles.remove(node);
-            sim.crash(host_name(node));
-            down.push(node);
-        }
-        Event::Restart(node) => {
-            if !down.contains(&node) {
-                return None;
+            Event::RepairOneWay { from, to } => sim.repair_oneway(host_name(from), host_name(to)),
+            Event::IsolateLeader(length) => {
+                let all: Vec<u64> = (1..=nodes).collect();
+                let leader = handles.leader_among(&all)?;
+                let repair_at = sim.elapsed() + length;
+                for other in all.iter().filter(|other| **other != leader) {
+                    sim.partition(host_name(leader), host_name(*other));
+                    later.push((repair_at, Event::Repair(leader, *other)));
+                }
+                return Some(format!("isolate leader node{leader}"));
             }
-            down.retain(|other| *other != node);
-            sim.bounce(host_name(node));
+            Event::Crash(node) => {
+                // Crash in the middle of a write when one comes soon: that is
+                // when unsynced data is lost or torn.
+                let waits = crash_waits.entry(node).or_insert(0);
+                let writing = disks.get(&node).is_some_and(|disk| disk.has_pending());
+                if !writing && *waits < 50 {
+                    *waits += 1;
+                    later.push((sim.elapsed() + Duration::from_millis(1), event.clone()));
+                    return None;
+                }
+                crash_waits.remove(&node);
+                handles.remove(node);
+                sim.crash(host_name(node));
+                down.push(node);
+                let damage = disks.get(&node).map(|disk| disk.crash(rng, true));
+                return Some(format!("{event:?} {damage:?}"));
+            }
+            Event::Restart(node) => {
+                if !down.contains(&node) {
+                    return None;
+                }
+                down.retain(|other| *other != node);
+                sim.bounce(host_name(node));
+            }
+            Event::Hold(a, b) => sim.hold(host_name(a), host_name(b)),
+            Event::Release(a, b) => sim.release(host_name(a), host_name(b)),
+            Event::Latency(ms) => sim.set_max_message_latency(Duration::from_millis(ms)),
+            Event::SyncLatency(node, ms) => {
+                if let Some(disk) = disks.get(&node) {
+                    disk.set_sync_latency(Duration::from_millis(ms));
+                }
+            }
         }
-        Event::Hold(a, b) => sim.hold(host_name(a), host_name(b)),
-        Event::Release(a, b) => sim.release(host_name(a), host_name(b)),
-        Event::Latency(ms) => sim.set_max_message_latency(Duration::from_millis(ms)),
+        Some(format!("{event:?}"))
     }
-    Some(format!("{event:?}"))
 }
 
 /// Ends every fault: links repaired and released, latency back to normal,
-/// crashed replicas restarted.
-fn heal(sim: &mut turmoil::Sim<'_>, nodes: u64, down: &[u64]) {
+/// disks healthy, crashed replicas restarted.
+fn heal(sim: &mut turmoil::Sim<'_>, nodes: u64, down: &[u64], disks: &BTreeMap<u64, SimDisk>) {
+    for disk in disks.values() {
+        disk.set_sync_latency(BASE_SYNC_LATENCY);
+    }
     for a in 1..=nodes {
         for b in (a + 1)..=nodes {
             sim.repair(host_name(a), host_name(b));

@@ -66,7 +66,14 @@ fn run(seed: u64, run: &str) -> Vec<String> {
         .rng_seed(seed)
         .build();
     let handles = Handles::default();
-    add_replicas(&mut sim, 3, root.clone(), &handles, Storage::default());
+    add_replicas(
+        &mut sim,
+        3,
+        root.clone(),
+        &handles,
+        Storage::default(),
+        &Default::default(),
+    );
     let trace: Trace = Arc::default();
     {
         let (handles, trace) = (handles.clone(), trace.clone());

@@ -31,6 +31,12 @@ pub trait Fs: Send + Sync + 'static {
     fn write_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()>;
     /// Makes creations, removals and renames in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// How long a sync takes on a simulated disk; a log writer running as a
+    /// task waits this long (in simulated time) between its writes and their
+    /// sync. The real file system's syncs take real time instead: zero.
+    fn sync_latency(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 /// The real file system.

@@ -576,12 +576,26 @@ impl Disk {
             while let Ok(op) = receiver.try_recv() {
                 batch.push(op);
             }
-            self.handle(batch);
+            let (flushed, failure) = self.write(batch);
+            // A simulated disk's sync takes simulated time: a crash can come
+            // between the writes and their sync.
+            let latency = self.fs.sync_latency();
+            if !flushed.is_empty() && !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            self.sync_and_report(flushed, failure);
         }
     }
 
     /// Performs a batch in order, then one fsync, then reports the appends.
     fn handle(&mut self, batch: Vec<WriteOp>) {
+        let (flushed, failure) = self.write(batch);
+        self.sync_and_report(flushed, failure);
+    }
+
+    /// Performs a batch's operations in order; the appends' callbacks wait
+    /// for [`Disk::sync_and_report`].
+    fn write(&mut self, batch: Vec<WriteOp>) -> (Vec<IOFlushed<TypeConfig>>, Option<io::Error>) {
         let mut flushed = Vec::new();
         let mut failure: Option<io::Error> = None;
         for op in batch {
@@ -608,6 +622,15 @@ impl Disk {
                 }
             }
         }
+        (flushed, failure)
+    }
+
+    /// One fsync for a batch's appends, then their callbacks.
+    fn sync_and_report(
+        &mut self,
+        flushed: Vec<IOFlushed<TypeConfig>>,
+        mut failure: Option<io::Error>,
+    ) {
         if failure.is_none() && !flushed.is_empty() {
             if let Err(error) = self.sync_current() {
                 failure = Some(error);

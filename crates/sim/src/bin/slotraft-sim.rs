@@ -86,6 +86,11 @@ fn run(options: Options) -> ExitCode {
                     report.faults_applied,
                     report.trace_hash
                 );
+                if verbose {
+                    for line in &report.fault_log {
+                        println!("    {line}");
+                    }
+                }
             }
         },
     );
