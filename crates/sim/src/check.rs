@@ -11,6 +11,8 @@
 //!   healed, holds every acknowledged write and nothing never attempted:
 //!   counter bounds (acknowledged INCRs <= value <= acknowledged + unknown),
 //!   no lost or phantom set members, list elements exactly once.
+//! - [`conservation`]: MULTI/EXEC transfers between two keys of one slot
+//!   conserve their total in every transaction's view.
 //! - Convergence of the replicas' state digests is checked by the run itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -42,6 +44,8 @@ enum Value {
     Text(String),
     Set(BTreeSet<String>),
     List(Vec<String>),
+    /// The two balances of a transfer pair.
+    Accounts(i64, i64),
 }
 
 /// Applies `call` to `value`; `None` when the operation's observed reply
@@ -112,6 +116,29 @@ fn step(value: &Value, call: &Call, observed: Option<&Observed>) -> Option<Value
                 }
                 Some(_) => None,
             }
+        }
+        Call::Transfer(amount) => {
+            let (from, to) = match value {
+                Value::Absent => (0, 0),
+                Value::Accounts(from, to) => (*from, *to),
+                _ => return None,
+            };
+            let next = (from - amount, to + amount);
+            let seen = Observed::Elements(vec![next.0.to_string(), next.1.to_string()]);
+            match observed {
+                None => Some(Value::Accounts(next.0, next.1)),
+                Some(observed) if *observed == seen => Some(Value::Accounts(next.0, next.1)),
+                Some(_) => None,
+            }
+        }
+        Call::Audit => {
+            let (from, to) = match value {
+                Value::Absent => (0, 0),
+                Value::Accounts(from, to) => (*from, *to),
+                _ => return None,
+            };
+            let current = Observed::Elements(vec![from.to_string(), to.to_string()]);
+            (observed == Some(&current)).then(|| value.clone())
         }
         Call::LRange => {
             let current: Vec<String> = match value {
@@ -294,6 +321,27 @@ fn describe(operation: &Operation) -> String {
     )
 }
 
+/// Transfers conserve the total: every transaction's view of the two
+/// balances (a transfer's reply, an audit) sums to zero, the total they
+/// started with.
+pub fn conservation(history: &[Operation]) -> Vec<Violation> {
+    history
+        .iter()
+        .filter(|operation| matches!(operation.call, Call::Transfer(_) | Call::Audit))
+        .filter_map(|operation| {
+            let Outcome::Done(Observed::Elements(balances)) = &operation.outcome else {
+                return None;
+            };
+            let total: Option<i64> = balances.iter().map(|text| text.parse::<i64>().ok()).sum();
+            (total != Some(0)).then(|| Violation {
+                checker: "transfers-conserve",
+                key: operation.key.clone(),
+                detail: format!("{} saw balances {balances:?}", describe(operation)),
+            })
+        })
+        .collect()
+}
+
 /// Checks the final state of every key against what was attempted and
 /// acknowledged. `finals` holds each key's last read, made after healing.
 pub fn final_state(history: &[Operation], finals: &BTreeMap<String, Observed>) -> Vec<Violation> {
@@ -310,6 +358,13 @@ pub fn final_state(history: &[Operation], finals: &BTreeMap<String, Observed>) -
             .iter()
             .filter(|operation| &operation.key == key && !operation.call.is_read())
             .collect();
+        if writes
+            .iter()
+            .any(|operation| matches!(operation.call, Call::Transfer(_)))
+        {
+            // Balances: checked by linearizability and conservation.
+            continue;
+        }
         let acknowledged = |operation: &&&Operation| matches!(operation.outcome, Outcome::Done(_));
         let possible = |operation: &&&Operation| !matches!(operation.outcome, Outcome::Failed);
         if writes.iter().all(|operation| operation.call == Call::Incr) && !writes.is_empty() {
@@ -499,6 +554,25 @@ mod tests {
             ),
         ];
         assert_eq!(linearizable(&list), Vec::new());
+    }
+
+    #[test]
+    fn transfers_follow_their_model_and_conserve() {
+        let balances =
+            |a: i64, b: i64| done(Observed::Elements(vec![a.to_string(), b.to_string()]));
+        let history = vec![
+            operation(1, Call::Transfer(5), (0, 10), balances(-5, 5)),
+            operation(2, Call::Transfer(3), (20, u64::MAX), Outcome::Unknown),
+            operation(3, Call::Audit, (30, 31), balances(-8, 8)),
+        ];
+        assert_eq!(linearizable(&history), Vec::new());
+        assert_eq!(conservation(&history), Vec::new());
+        let torn = vec![
+            operation(1, Call::Transfer(5), (0, 10), balances(-5, 5)),
+            operation(3, Call::Audit, (30, 31), balances(-5, 0)),
+        ];
+        assert_eq!(linearizable(&torn).len(), 1);
+        assert_eq!(conservation(&torn).len(), 1);
     }
 
     #[test]

@@ -64,10 +64,10 @@ impl Client {
     /// Performs `call` on `key`, records it and returns its outcome.
     pub async fn perform(&mut self, key: &str, call: Call, seed: u64) -> Outcome {
         let invoked = now_ns();
-        let outcome = if call.is_read() {
-            self.read(key, &call).await
-        } else {
+        let outcome = if call.through_log() {
             self.write(key, &call, seed).await
+        } else {
+            self.read(key, &call).await
         };
         let completed = match outcome {
             Outcome::Unknown => u64::MAX,
@@ -86,7 +86,7 @@ impl Client {
     }
 
     async fn write(&mut self, key: &str, call: &Call, seed: u64) -> Outcome {
-        let command = command(key, call);
+        let commands = commands(key, call);
         for _ in 0..ATTEMPTS {
             let Some(group) = self.handles.get(self.node) else {
                 // The replica is down: the connection is refused.
@@ -100,14 +100,15 @@ impl Client {
                     db: 0,
                     resp3: false,
                     watched: Vec::new(),
-                    commands: vec![command.clone()],
+                    commands: commands.clone(),
                 },
             };
             match group.propose(request, WRITE_LIMIT).await {
                 Proposal::Applied(response) => {
-                    return match response.replies.first() {
-                        Some(reply) => Outcome::Done(observe(call, reply)),
-                        None => Outcome::Unknown,
+                    return match response.replies.as_slice() {
+                        [reply] => Outcome::Done(observe(call, reply)),
+                        [] => Outcome::Unknown,
+                        replies => Outcome::Done(observe_all(replies)),
                     }
                 }
                 Proposal::Refused(forward) => match forward.leader_id {
@@ -127,7 +128,7 @@ impl Client {
     }
 
     async fn read(&mut self, key: &str, call: &Call) -> Outcome {
-        let command = command(key, call);
+        let command = commands(key, call).remove(0);
         let spec = keyspace::commands::lookup(&command[0]).expect("a known read command");
         for _ in 0..ATTEMPTS {
             let Some(group) = self.handles.get(self.node) else {
@@ -163,7 +164,24 @@ impl Client {
     }
 }
 
-/// The command line of `call` on `key`.
+/// The command lines of `call` on `key` (several for a transaction).
+fn commands(key: &str, call: &Call) -> Vec<Vec<Bytes>> {
+    let (from, to) = (format!("{{{key}}}a"), format!("{{{key}}}b"));
+    let lines: Vec<Vec<String>> = match call {
+        Call::Transfer(amount) => vec![
+            vec!["DECRBY".into(), from, amount.to_string()],
+            vec!["INCRBY".into(), to, amount.to_string()],
+        ],
+        Call::Audit => vec![vec!["GET".into(), from], vec!["GET".into(), to]],
+        single => return vec![command(key, single)],
+    };
+    lines
+        .into_iter()
+        .map(|words| words.into_iter().map(Bytes::from).collect())
+        .collect()
+}
+
+/// The command line of a single-command `call` on `key`.
 fn command(key: &str, call: &Call) -> Vec<Bytes> {
     let words: Vec<&str> = match call {
         Call::Set(value) => vec!["SET", key, value],
@@ -173,6 +191,7 @@ fn command(key: &str, call: &Call) -> Vec<Bytes> {
         Call::SMembers => vec!["SMEMBERS", key],
         Call::RPush(element) => vec!["RPUSH", key, element],
         Call::LRange => vec!["LRANGE", key, "0", "-1"],
+        Call::Transfer(_) | Call::Audit => unreachable!("transactions have several commands"),
     };
     words
         .into_iter()
@@ -182,6 +201,22 @@ fn command(key: &str, call: &Call) -> Vec<Bytes> {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A transaction's replies: each integer or string as text, an absent key
+/// as 0 (a balance never touched).
+fn observe_all(replies: &[Frame]) -> Observed {
+    Observed::Elements(
+        replies
+            .iter()
+            .map(|reply| match reply {
+                Frame::Integer(value) => value.to_string(),
+                Frame::Bulk(bytes) => text(bytes),
+                Frame::Null => "0".to_string(),
+                other => format!("unexpected reply {other:?}"),
+            })
+            .collect(),
+    )
 }
 
 /// Reduces a reply to what the checkers compare. Anything unexpected (an

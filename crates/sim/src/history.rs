@@ -20,11 +20,25 @@ pub enum Call {
     RPush(String),
     /// `LRANGE key 0 -1`
     LRange,
+    /// `MULTI; DECRBY {key}a n; INCRBY {key}b n; EXEC`: moves `n` between the
+    /// two accounts of one slot (observed: both new balances).
+    Transfer(i64),
+    /// `MULTI; GET {key}a; GET {key}b; EXEC` (observed: both balances).
+    Audit,
 }
 
 impl Call {
+    /// Reads change nothing, so an unknown outcome constrains nothing.
     pub fn is_read(&self) -> bool {
-        matches!(self, Call::Get | Call::SMembers | Call::LRange)
+        matches!(
+            self,
+            Call::Get | Call::SMembers | Call::LRange | Call::Audit
+        )
+    }
+
+    /// Transactions go through the log as one entry, reads among them too.
+    pub fn through_log(&self) -> bool {
+        !self.is_read() || *self == Call::Audit
     }
 }
 

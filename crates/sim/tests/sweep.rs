@@ -72,7 +72,7 @@ fn stale_follower_reads_are_caught_by_the_checkers() {
         read_mode: ReadMode::AnyReplica,
         ..Config::new(0)
     };
-    let summary = sweep(&template, 1, 8, threads(), &|_| {});
+    let summary = sweep(&template, 1, 20, threads(), &|_| {});
     let caught = summary
         .failures
         .iter()
@@ -85,7 +85,7 @@ fn stale_follower_reads_are_caught_by_the_checkers() {
         .count();
     assert!(
         caught > 0,
-        "reading followers as if linearizable went unnoticed in 8 seeds"
+        "reading followers as if linearizable went unnoticed in 20 seeds"
     );
 }
 
