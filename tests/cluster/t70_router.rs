@@ -365,3 +365,43 @@ fn a_router_with_a_stale_map_follows_moved_during_a_reshard() {
     let size: usize = redis::cmd("DBSIZE").query(&mut connection).unwrap();
     assert_eq!(size, acknowledged.len());
 }
+
+#[test]
+fn pipelines_come_back_in_order_across_shards_and_through_a_stale_map() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    // No periodic refresh: after the reshard only MOVED replies update the map.
+    let router = Router::start(&seeds(&cluster), &["--refresh-interval-ms", "600000"]);
+    router.wait_serving();
+    let mut connection = router.redis();
+    // Keys in the 16 slots the reshard moves, and keys all over the ring.
+    let mut keys: Vec<String> = (0..16)
+        .map(|slot| format!("{{{}}}:p", tag_for_slot(slot)))
+        .collect();
+    keys.extend(self::keys("spread", 48));
+    let mut pipe = redis::pipe();
+    for (index, key) in keys.iter().enumerate() {
+        pipe.cmd("SET").arg(key).arg(index).ignore();
+        pipe.cmd("INCR").arg(key);
+    }
+    let counted: Vec<u64> = pipe.query(&mut connection).unwrap();
+    assert_eq!(counted, (1..=keys.len() as u64).collect::<Vec<_>>());
+    let output = std::process::Command::new(slotraft_tests::support::binary())
+        .args(["cluster", "reshard"])
+        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
+        .args(["--from", "1", "--to", "2", "--slots", "16"])
+        .output()
+        .expect("run slotraft cluster reshard");
+    assert!(output.status.success(), "{output:?}");
+    // The router still sends the moved slots to their old owner: those
+    // commands come back MOVED and are run again, in the client's order.
+    let mut pipe = redis::pipe();
+    for key in &keys {
+        pipe.cmd("INCR").arg(key);
+        pipe.cmd("GET").arg(key);
+    }
+    let replies: Vec<u64> = pipe.query(&mut connection).unwrap();
+    let expected: Vec<u64> = (2..=keys.len() as u64 + 1)
+        .flat_map(|value| [value, value])
+        .collect();
+    assert_eq!(replies, expected);
+}

@@ -29,6 +29,8 @@ const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
 const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
 /// Commands one MULTI may queue in the router.
 const MAX_QUEUED: usize = 100_000;
+/// Requests taken from a client's input per batch.
+const MAX_BATCH: usize = 256;
 
 pub const CLUSTER_DOWN: &str = "CLUSTERDOWN The cluster is down";
 pub const SLOT_NOT_SERVED: &str = "CLUSTERDOWN Hash slot not served";
@@ -127,34 +129,66 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
     let mut parser = RequestParser::new(RequestLimits::default());
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
+    let mut requests: Vec<Vec<Bytes>> = Vec::new();
     loop {
-        loop {
+        // Everything the client has sent so far (up to a bound) is one batch.
+        let mut broken = None;
+        while requests.len() < MAX_BATCH {
             match parser.next_request(&mut input) {
-                Ok(Some(arguments)) => {
-                    let (reply, close) = client.handle(arguments).await;
-                    resp::encode(&reply, client.protocol, &mut output);
-                    if close {
-                        let _ = stream.write_all(&output).await;
-                        return;
-                    }
-                    if output.len() >= OUTPUT_FLUSH_BYTES {
-                        if stream.write_all(&output).await.is_err() {
-                            return;
-                        }
-                        output.clear();
-                    }
-                }
+                Ok(Some(arguments)) => requests.push(arguments),
                 Ok(None) => break,
                 Err(error) => {
-                    resp::encode(
-                        &Frame::error_owned(format!("ERR {error}")),
-                        client.protocol,
-                        &mut output,
-                    );
+                    broken = Some(error);
+                    break;
+                }
+            }
+        }
+        let mut next = 0;
+        while next < requests.len() {
+            // A run of plain keyed commands is forwarded as a pipeline.
+            let run: Vec<(u16, &'static CommandSpec)> = requests[next..]
+                .iter()
+                .map_while(|arguments| client.pipelinable(arguments))
+                .collect();
+            if run.len() > 1 {
+                let replies = client
+                    .pipeline(&run, &requests[next..next + run.len()])
+                    .await;
+                for reply in &replies {
+                    resp::encode(reply, client.protocol, &mut output);
+                }
+                next += run.len();
+            } else {
+                let arguments = std::mem::take(&mut requests[next]);
+                next += 1;
+                let (reply, close) = client.handle(arguments).await;
+                resp::encode(&reply, client.protocol, &mut output);
+                if close {
                     let _ = stream.write_all(&output).await;
                     return;
                 }
             }
+            if output.len() >= OUTPUT_FLUSH_BYTES {
+                if stream.write_all(&output).await.is_err() {
+                    return;
+                }
+                output.clear();
+            }
+        }
+        let full = requests.len() >= MAX_BATCH;
+        requests.clear();
+        if let Some(error) = broken {
+            resp::encode(
+                &Frame::error_owned(format!("ERR {error}")),
+                client.protocol,
+                &mut output,
+            );
+            let _ = stream.write_all(&output).await;
+            return;
+        }
+        if full {
+            // The batch bound was hit: serve what is buffered before reading.
+            continue;
         }
         if !output.is_empty() {
             if stream.write_all(&output).await.is_err() {
@@ -172,6 +206,50 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
         }
     }
 }
+
+/// Commands the router answers, splits or queues itself (see
+/// [`Client::handle`]); never part of a forwarded pipeline.
+const ROUTER_COMMANDS: &[&str] = &[
+    "quit",
+    "ping",
+    "echo",
+    "hello",
+    "select",
+    "readonly",
+    "readwrite",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
+    "reset",
+    "subscribe",
+    "psubscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "sunsubscribe",
+    "monitor",
+    "mget",
+    "mset",
+    "del",
+    "unlink",
+    "exists",
+    "touch",
+    "dbsize",
+    "scan",
+    "keys",
+    "randomkey",
+    "flushall",
+    "flushdb",
+    "script|load",
+    "script|flush",
+    "function|load",
+    "function|flush",
+    "function|delete",
+    "function|restore",
+    "script|exists",
+];
 
 /// The read limit for a blocking command: its own timeout plus the usual
 /// margin, none for 0 (wait forever).
@@ -218,6 +296,104 @@ impl Client {
             retry_io: spec.has(flags::READONLY) && !spec.is_write(),
             read_limit: Some(margin),
         }
+    }
+
+    /// The slot and command of a request that may be forwarded as part of a
+    /// pipeline: a plain keyed command the router does not answer or split
+    /// itself, outside MULTI, not blocking, its keys in one slot.
+    fn pipelinable(&self, arguments: &[Bytes]) -> Option<(u16, &'static CommandSpec)> {
+        if self.multi.is_some() {
+            return None;
+        }
+        let spec = keyspace::commands::resolve(arguments).ok()?;
+        if spec.has(flags::BLOCKING) || ROUTER_COMMANDS.contains(&spec.name) {
+            return None;
+        }
+        match keyspace::command_slot(spec, arguments) {
+            Ok(Some(slot)) => Some((slot, spec)),
+            _ => None,
+        }
+    }
+
+    /// Forwards a run of plain keyed commands: each node's share goes out in
+    /// one write, to every node before any reply is read, then the replies
+    /// come back in the client's order. A command that met a redirect, a
+    /// retryable refusal or a failed connection (when it is safe to retry) is
+    /// then run again on its own, in order, through [`Client::routed`]. Later
+    /// commands of the batch have already run by then; a redirect concerns
+    /// one slot on one node, so a later command of that slot sent to that node
+    /// was redirected too and is retried after it.
+    async fn pipeline(
+        &mut self,
+        run: &[(u16, &'static CommandSpec)],
+        requests: &[Vec<Bytes>],
+    ) -> Vec<Frame> {
+        let mut shares: Vec<(String, Vec<usize>)> = Vec::new();
+        let mut replies: Vec<Option<Frame>> = vec![None; run.len()];
+        {
+            let map = self.router.map();
+            for (index, (slot, _)) in run.iter().enumerate() {
+                let Some(address) = map.owner(*slot) else {
+                    continue;
+                };
+                match shares.iter_mut().find(|(known, _)| known == address) {
+                    Some((_, indexes)) => indexes.push(index),
+                    None => shares.push((address.to_string(), vec![index])),
+                }
+            }
+        }
+        let mut sent = Vec::with_capacity(shares.len());
+        for (address, indexes) in &shares {
+            let batch: Vec<&[Bytes]> = indexes.iter().map(|index| &requests[*index][..]).collect();
+            sent.push(self.upstreams.send(address, &batch).await);
+        }
+        let margin = self.upstreams.timeout;
+        for ((address, indexes), sent) in shares.iter().zip(sent) {
+            if let Err(failure) = sent {
+                // Nothing of this share was run when connecting failed;
+                // after a failed write, only reads are retried.
+                for index in indexes {
+                    let retry = matches!(failure, Failure::Connect(_))
+                        || self.call_for(run[*index].1, &requests[*index]).retry_io;
+                    if !retry {
+                        replies[*index] = Some(failure.reply(address));
+                    }
+                }
+                continue;
+            }
+            let (received, failure) = self
+                .upstreams
+                .receive(address, indexes.len(), Some(margin))
+                .await;
+            let answered = received.len();
+            for (index, reply) in indexes.iter().zip(received) {
+                replies[*index] = Some(reply);
+            }
+            if let Some(failure) = failure {
+                for index in &indexes[answered..] {
+                    if !self.call_for(run[*index].1, &requests[*index]).retry_io {
+                        replies[*index] = Some(failure.reply(address));
+                    }
+                }
+            }
+        }
+        let mut answers = Vec::with_capacity(run.len());
+        for (index, reply) in replies.into_iter().enumerate() {
+            let settled = match &reply {
+                Some(frame) => !Redirect::of(frame, "").is_some(),
+                None => false,
+            };
+            let answer = match reply {
+                Some(frame) if settled => frame,
+                _ => {
+                    let (slot, spec) = run[index];
+                    let call = self.call_for(spec, &requests[index]);
+                    self.keyed(slot, &requests[index], call).await
+                }
+            };
+            answers.push(answer);
+        }
+        answers
     }
 
     /// Answers one request; true when the connection should close after it.

@@ -4,6 +4,9 @@
 //! and read is bounded by a timeout, so a dead or stalled node turns into an
 //! error reply instead of a hung client.
 //!
+//! A client's pipeline is forwarded as a pipeline: its requests for several
+//! nodes are all sent before any reply is read (`send`, then `receive`).
+//!
 //! Next step (not built): a shared, multiplexed pool per node for the plain
 //! commands of all clients, keeping per-client connections only for WATCH,
 //! MULTI and blocking commands.
@@ -139,12 +142,30 @@ impl Connection {
 
 /// Appends `arguments` as a RESP multibulk request.
 pub fn encode_request(arguments: &[Bytes], wire: &mut Vec<u8>) {
-    wire.extend(format!("*{}\r\n", arguments.len()).into_bytes());
+    push_header(wire, b'*', arguments.len());
     for argument in arguments {
-        wire.extend(format!("${}\r\n", argument.len()).into_bytes());
+        push_header(wire, b'$', argument.len());
         wire.extend_from_slice(argument);
         wire.extend_from_slice(b"\r\n");
     }
+}
+
+/// Appends `<kind><length>\r\n` without going through `format!`.
+fn push_header(wire: &mut Vec<u8>, kind: u8, length: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = length;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    wire.push(kind);
+    wire.extend_from_slice(&digits[at..]);
+    wire.extend_from_slice(b"\r\n");
 }
 
 /// A client's connections, keyed by node address.
@@ -188,6 +209,18 @@ impl Upstreams {
         requests: &[&[Bytes]],
         read_limit: Option<Duration>,
     ) -> Result<Vec<Frame>, Failure> {
+        self.send(address, requests).await?;
+        let (replies, failure) = self.receive(address, requests.len(), read_limit).await;
+        match failure {
+            Some(failure) => Err(failure),
+            None => Ok(replies),
+        }
+    }
+
+    /// Sends `requests` to `address` in one write, connecting first if
+    /// needed; their replies are read by [`Upstreams::receive`]. Sending to
+    /// several nodes before reading from any lets them work at once.
+    pub async fn send(&mut self, address: &str, requests: &[&[Bytes]]) -> Result<(), Failure> {
         if !self.connections.contains_key(address) {
             if self.connections.len() >= MAX_CONNECTIONS_PER_CLIENT {
                 self.connections.clear();
@@ -198,18 +231,34 @@ impl Upstreams {
         let Some(connection) = self.connections.get_mut(address) else {
             return Err(Failure::Connect("no connection".to_string()));
         };
-        let result = async {
-            connection.send(requests, self.timeout).await?;
-            let mut replies = Vec::with_capacity(requests.len());
-            for _ in requests {
-                replies.push(connection.read(read_limit).await?);
-            }
-            Ok(replies)
-        }
-        .await;
+        let result = connection.send(requests, self.timeout).await;
         if result.is_err() {
             self.connections.remove(address);
         }
         result
+    }
+
+    /// Reads `count` replies from `address`: those that arrived, and the
+    /// failure that stopped the rest (the connection is then dropped).
+    pub async fn receive(
+        &mut self,
+        address: &str,
+        count: usize,
+        read_limit: Option<Duration>,
+    ) -> (Vec<Frame>, Option<Failure>) {
+        let Some(connection) = self.connections.get_mut(address) else {
+            return (Vec::new(), Some(Failure::Io("connection lost".to_string())));
+        };
+        let mut replies = Vec::with_capacity(count);
+        for _ in 0..count {
+            match connection.read(read_limit).await {
+                Ok(reply) => replies.push(reply),
+                Err(failure) => {
+                    self.connections.remove(address);
+                    return (replies, Some(failure));
+                }
+            }
+        }
+        (replies, None)
     }
 }
