@@ -11,6 +11,8 @@
 //!   healed, holds every acknowledged write and nothing never attempted:
 //!   counter bounds (acknowledged INCRs <= value <= acknowledged + unknown),
 //!   no lost or phantom set members, list elements exactly once.
+//! - [`rate_limit`]: the sliding-window rate limiter (a Lua script) never
+//!   admits more than its limit in any window.
 //! - [`conservation`]: MULTI/EXEC transfers between two keys of one slot
 //!   conserve their total in every transaction's view.
 //! - Convergence of the replicas' state digests is checked by the run itself.
@@ -117,6 +119,7 @@ fn step(value: &Value, call: &Call, observed: Option<&Observed>) -> Option<Value
                 Some(_) => None,
             }
         }
+        Call::Limit(_) => None,
         Call::Transfer(amount) => {
             let (from, to) = match value {
                 Value::Absent => (0, 0),
@@ -166,7 +169,11 @@ struct Candidate<'a> {
 /// Checks every key's history for linearizability.
 pub fn linearizable(history: &[Operation]) -> Vec<Violation> {
     let mut by_key: BTreeMap<&str, Vec<&Operation>> = BTreeMap::new();
-    for operation in history {
+    // The rate limiter's runs depend on their time: checked by `rate_limit`.
+    for operation in history
+        .iter()
+        .filter(|operation| !matches!(operation.call, Call::Limit(_)))
+    {
         by_key.entry(&operation.key).or_default().push(operation);
     }
     by_key
@@ -342,6 +349,47 @@ pub fn conservation(history: &[Operation]) -> Vec<Violation> {
         .collect()
 }
 
+/// The rate limiter never admits more than `limit` requests in any window of
+/// `window_ms`: among the acknowledged admissions, ordered by the time they
+/// ran at, any `limit + 1` consecutive ones span at least the window.
+/// (Admissions whose outcome is unknown are not counted; they can only make
+/// a real excess larger.)
+pub fn rate_limit(history: &[Operation], window_ms: u64, limit: u64) -> Vec<Violation> {
+    let mut admitted: Vec<(u64, &Operation)> = history
+        .iter()
+        .filter(|operation| matches!(operation.call, Call::Limit(_)))
+        .filter_map(|operation| match &operation.outcome {
+            Outcome::Done(Observed::Elements(reply))
+                if reply.first().map(String::as_str) == Some("1") =>
+            {
+                reply
+                    .get(1)?
+                    .parse::<u64>()
+                    .ok()
+                    .map(|time| (time, operation))
+            }
+            _ => None,
+        })
+        .collect();
+    admitted.sort_by_key(|(time, _)| *time);
+    let limit = limit as usize;
+    admitted
+        .windows(limit + 1)
+        .filter(|run| run[limit].0 - run[0].0 < window_ms)
+        .take(1)
+        .map(|run| Violation {
+            checker: "rate-limit",
+            key: run[0].1.key.clone(),
+            detail: format!(
+                "{} admissions within {} ms (window {window_ms} ms, limit {limit}): {:?}",
+                limit + 1,
+                run[limit].0 - run[0].0,
+                run.iter().map(|(time, _)| *time).collect::<Vec<_>>()
+            ),
+        })
+        .collect()
+}
+
 /// Checks the final state of every key against what was attempted and
 /// acknowledged. `finals` holds each key's last read, made after healing.
 pub fn final_state(history: &[Operation], finals: &BTreeMap<String, Observed>) -> Vec<Violation> {
@@ -360,7 +408,7 @@ pub fn final_state(history: &[Operation], finals: &BTreeMap<String, Observed>) -
             .collect();
         if writes
             .iter()
-            .any(|operation| matches!(operation.call, Call::Transfer(_)))
+            .any(|operation| matches!(operation.call, Call::Transfer(_) | Call::Limit(_)))
         {
             // Balances: checked by linearizability and conservation.
             continue;
@@ -573,6 +621,18 @@ mod tests {
         ];
         assert_eq!(linearizable(&torn).len(), 1);
         assert_eq!(conservation(&torn).len(), 1);
+    }
+
+    #[test]
+    fn an_excess_of_admissions_in_a_window_is_caught() {
+        let admit = |time: u64| done(Observed::Elements(vec!["1".into(), time.to_string()]));
+        let history: Vec<Operation> = [0u64, 100, 200, 1_000, 1_150]
+            .iter()
+            .map(|time| operation(1, Call::Limit("m".into()), (0, 1), admit(*time)))
+            .collect();
+        assert_eq!(rate_limit(&history, 1_000, 3), Vec::new());
+        assert_eq!(rate_limit(&history, 1_001, 3).len(), 1);
+        assert_eq!(rate_limit(&history, 1_000, 2).len(), 1);
     }
 
     #[test]

@@ -18,6 +18,27 @@ use crate::history::{now_ns, Call, History, Observed, Operation, Outcome};
 /// How long a write may wait for its commit (the node's limit).
 pub const WRITE_LIMIT: Duration = Duration::from_secs(5);
 
+/// The sliding-window rate limiter of the seed documents, over a sorted set
+/// whose scores are admission times; the time is the script's own (`TIME`,
+/// the log entry's time here). Returns whether it admitted, and that time.
+pub const LIMITER: &str = "\
+local key = KEYS[1]
+local window = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', key, 0, now - window)
+if redis.call('ZCARD', key) < limit then
+  redis.call('ZADD', key, now, ARGV[3])
+  redis.call('PEXPIRE', key, window)
+  return {1, now}
+end
+return {0, now}";
+
+/// The limiter's window and the admissions it allows per window.
+pub const LIMIT_WINDOW_MS: u64 = 1_000;
+pub const LIMIT: u64 = 5;
+
 /// Attempts per operation when replicas send the client elsewhere.
 const ATTEMPTS: usize = 3;
 
@@ -173,6 +194,15 @@ fn commands(key: &str, call: &Call) -> Vec<Vec<Bytes>> {
             vec!["INCRBY".into(), to, amount.to_string()],
         ],
         Call::Audit => vec![vec!["GET".into(), from], vec!["GET".into(), to]],
+        Call::Limit(member) => vec![vec![
+            "EVAL".into(),
+            LIMITER.into(),
+            "1".into(),
+            format!("{{{key}}}"),
+            LIMIT_WINDOW_MS.to_string(),
+            LIMIT.to_string(),
+            member.clone(),
+        ]],
         single => return vec![command(key, single)],
     };
     lines
@@ -191,7 +221,9 @@ fn command(key: &str, call: &Call) -> Vec<Bytes> {
         Call::SMembers => vec!["SMEMBERS", key],
         Call::RPush(element) => vec!["RPUSH", key, element],
         Call::LRange => vec!["LRANGE", key, "0", "-1"],
-        Call::Transfer(_) | Call::Audit => unreachable!("transactions have several commands"),
+        Call::Transfer(_) | Call::Audit | Call::Limit(_) => {
+            unreachable!("built by `commands`")
+        }
     };
     words
         .into_iter()
@@ -232,6 +264,7 @@ fn observe(call: &Call, reply: &Frame) -> Observed {
                 .iter()
                 .map(|item| match item {
                     Frame::Bulk(bytes) => text(bytes),
+                    Frame::Integer(value) => value.to_string(),
                     other => format!("{other:?}"),
                 })
                 .collect();

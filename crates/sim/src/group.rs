@@ -164,7 +164,9 @@ async fn run_replica(
     disk: Option<SimDisk>,
 ) -> Result<(), Box<dyn Error>> {
     let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
-    let template = Keyspace::new(16, 0x5eed ^ GROUP);
+    let mut template = Keyspace::new(16, 0x5eed ^ GROUP);
+    template.config.replicated = true;
+    template.config.scripting = Some(scripting::setup(keyspace::ScriptActivity::new()));
     let mut options = GroupOptions::new(id, GROUP, dir, template);
     options.log_writer = WriterMode::Task;
     options.seed = id;

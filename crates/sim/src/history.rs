@@ -25,6 +25,10 @@ pub enum Call {
     Transfer(i64),
     /// `MULTI; GET {key}a; GET {key}b; EXEC` (observed: both balances).
     Audit,
+    /// The sliding-window rate limiter (`EVAL` over a sorted set, with the
+    /// entry's time from `TIME`) asked to admit `member` (observed: 1 or 0
+    /// and the time it ran at, in ms).
+    Limit(String),
 }
 
 impl Call {

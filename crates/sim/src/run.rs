@@ -83,6 +83,8 @@ pub struct Report {
     pub acknowledged: usize,
     pub unknown: usize,
     pub failed: usize,
+    /// The rate limiter's acknowledged answers: admitted, refused.
+    pub admissions: (usize, usize),
     pub faults_applied: usize,
     /// The faults as applied, with their simulated times.
     pub fault_log: Vec<String>,
@@ -105,6 +107,8 @@ const SET: &str = "s0";
 const LIST: &str = "l0";
 /// The transfer pair: keys `{acct}a` and `{acct}b`, one slot.
 const ACCOUNTS: &str = "acct";
+/// The rate limiter's sorted set: key `{rl}`.
+const LIMITER: &str = "rl";
 
 /// Runs `config` and checks it.
 pub fn run(config: &Config) -> Report {
@@ -217,6 +221,11 @@ pub fn run(config: &Config) -> Report {
             violations.extend(check::linearizable(&operations));
             violations.extend(check::final_state(&operations, &finals.values));
             violations.extend(check::conservation(&operations));
+            violations.extend(check::rate_limit(
+                &operations,
+                crate::client::LIMIT_WINDOW_MS,
+                crate::client::LIMIT,
+            ));
             digest = finals.digest;
         }
         Some(Err(failure)) => error = error.or(Some(failure)),
@@ -239,12 +248,30 @@ pub fn run(config: &Config) -> Report {
         acknowledged: count(|outcome| matches!(outcome, Outcome::Done(_))),
         unknown: count(|outcome| matches!(outcome, Outcome::Unknown)),
         failed: count(|outcome| matches!(outcome, Outcome::Failed)),
+        admissions: (
+            limiter_answers(&operations, "1"),
+            limiter_answers(&operations, "0"),
+        ),
         faults_applied: applied.len(),
         fault_log: applied,
         simulated,
         violations,
         error,
     }
+}
+
+/// How many limiter runs were acknowledged with `answer`.
+fn limiter_answers(operations: &[crate::history::Operation], answer: &str) -> usize {
+    operations
+        .iter()
+        .filter(|operation| matches!(operation.call, Call::Limit(_)))
+        .filter(|operation| match &operation.outcome {
+            Outcome::Done(Observed::Elements(reply)) => {
+                reply.first().map(String::as_str) == Some(answer)
+            }
+            _ => false,
+        })
+        .count()
 }
 
 fn scratch_dir(seed: u64) -> PathBuf {
@@ -427,8 +454,9 @@ async fn drive(
 fn pick(rng: &mut Rng, unique: String) -> (&'static str, Call) {
     let register = REGISTERS[rng.below(REGISTERS.len() as u64) as usize];
     match rng.below(100) {
-        0..=29 => (register, Call::Set(unique)),
-        30..=54 => (register, Call::Get),
+        0..=24 => (register, Call::Set(unique)),
+        25..=44 => (register, Call::Get),
+        45..=54 => (LIMITER, Call::Limit(unique)),
         55..=64 => (COUNTER, Call::Incr),
         65..=69 => (COUNTER, Call::Get),
         70..=79 => (SET, Call::SAdd(unique)),

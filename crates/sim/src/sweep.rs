@@ -55,6 +55,7 @@ pub fn sweep(
                         acknowledged: 0,
                         unknown: 0,
                         failed: 0,
+                        admissions: (0, 0),
                         faults_applied: 0,
                         fault_log: Vec::new(),
                         simulated: Duration::ZERO,

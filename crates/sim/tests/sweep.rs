@@ -60,6 +60,11 @@ fn one_seed_replays_the_same_trace() {
     let second = run(&Config::new(seed));
     assert!(first.passed(), "{first:?}");
     assert!(first.operations > 100, "{first:?}");
+    // The workload exercises the limiter both ways.
+    assert!(
+        first.admissions.0 > 0 && first.admissions.1 > 0,
+        "{first:?}"
+    );
     assert_eq!(
         first.trace_hash, second.trace_hash,
         "seed {seed} gave two different runs: {first:?} vs {second:?}"

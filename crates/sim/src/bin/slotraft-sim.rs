@@ -78,11 +78,13 @@ fn run(options: Options) -> ExitCode {
         &|report| {
             if verbose || !report.passed() {
                 println!(
-                    "seed {}: {} ({} operations, {} unknown, {} faults, hash {:016x})",
+                    "seed {}: {} ({} operations, {} unknown, limiter {}/{} admitted, {} faults, hash {:016x})",
                     report.seed,
                     if report.passed() { "ok" } else { "FAILED" },
                     report.operations,
                     report.unknown,
+                    report.admissions.0,
+                    report.admissions.0 + report.admissions.1,
                     report.faults_applied,
                     report.trace_hash
                 );
