@@ -12,7 +12,7 @@ use replication::state_machine::lock;
 use replication::{NodeId, Op, Request};
 use resp::{Frame, Protocol};
 
-use crate::group::{now_ms, Handles};
+use crate::group::{Clocks, Handles};
 use crate::history::{now_ns, Call, History, Observed, Operation, Outcome};
 
 /// How long a write may wait for its commit (the node's limit).
@@ -60,6 +60,8 @@ pub struct Client {
     pub handles: Handles,
     pub history: History,
     pub read_mode: ReadMode,
+    /// The replicas' clocks (a request carries its replica's time).
+    pub clocks: Clocks,
     rotation: usize,
 }
 
@@ -72,6 +74,7 @@ impl Client {
             handles,
             history,
             read_mode: ReadMode::Linearizable,
+            clocks: Clocks::default(),
             rotation: id as usize,
         }
     }
@@ -115,7 +118,7 @@ impl Client {
                 continue;
             };
             let request = Request {
-                now_ms: now_ms(),
+                now_ms: self.clocks.now_ms(self.node),
                 seed,
                 op: Op::Exec {
                     db: 0,
@@ -177,7 +180,8 @@ impl Client {
             }
             let reply = {
                 let mut state = lock(&group.state);
-                serve::read(&mut state, now_ms(), 0, Protocol::Resp2, spec, &command)
+                let now_ms = self.clocks.now_ms(self.node);
+                serve::read(&mut state, now_ms, 0, Protocol::Resp2, spec, &command)
             };
             return Outcome::Done(observe(call, &reply));
         }

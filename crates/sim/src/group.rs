@@ -193,6 +193,43 @@ async fn run_replica(
     Ok(())
 }
 
+/// Each replica's wall clock: simulated time plus a fixed offset and a drift
+/// (parts per million of the time elapsed), drawn per run. Entries carry the
+/// proposing leader's clock, so skewed clocks exercise log time (monotonic
+/// across leaders) without touching Raft's own timers.
+#[derive(Clone, Default)]
+pub struct Clocks {
+    skews: BTreeMap<NodeId, (i64, i64)>,
+}
+
+impl Clocks {
+    /// Offsets within `offset_ms` either way and drifts within `drift_ppm`.
+    pub fn draw(rng: &mut crate::rng::Rng, nodes: u64, offset_ms: u64, drift_ppm: u64) -> Clocks {
+        let mut signed = |bound: u64| rng.below(2 * bound + 1) as i64 - bound as i64;
+        Clocks {
+            skews: (1..=nodes)
+                .map(|node| (node, (signed(offset_ms), signed(drift_ppm))))
+                .collect(),
+        }
+    }
+
+    /// Replica `node`'s clock now, in Unix milliseconds.
+    pub fn now_ms(&self, node: NodeId) -> u64 {
+        let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64;
+        let (offset, drift) = self.skews.get(&node).copied().unwrap_or((0, 0));
+        (EPOCH_MS as i64 + elapsed + offset + elapsed * drift / 1_000_000) as u64
+    }
+
+    /// One line per replica for the trace.
+    pub fn describe(&self) -> String {
+        self.skews
+            .iter()
+            .map(|(node, (offset, drift))| format!("node{node} {offset:+}ms {drift:+}ppm"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// The log time of an entry proposed now.
 pub fn now_ms() -> u64 {
     EPOCH_MS + turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64

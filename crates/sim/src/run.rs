@@ -17,7 +17,7 @@ use crate::check::{self, Violation};
 use crate::client::{Client, ReadMode};
 use crate::disk::{SimDisk, BASE_SYNC_LATENCY};
 use crate::faults::{self, Event, Kind, BASE_LATENCY_MS};
-use crate::group::{add_replicas, host_name, Handles, Storage};
+use crate::group::{add_replicas, host_name, Clocks, Handles, Storage};
 use crate::history::{Call, History, Observed, Outcome};
 use crate::rng::Rng;
 
@@ -32,6 +32,9 @@ pub struct Config {
     pub faults: Vec<Kind>,
     pub read_mode: ReadMode,
     pub storage: Storage,
+    /// Bounds of the replicas' clock offsets (ms) and drifts (ppm).
+    pub clock_offset_ms: u64,
+    pub clock_drift_ppm: u64,
 }
 
 impl Config {
@@ -49,6 +52,8 @@ impl Config {
                 snapshot_every: 200,
                 keep_behind_snapshot: 50,
             },
+            clock_offset_ms: 500,
+            clock_drift_ppm: 500,
         }
     }
 
@@ -116,6 +121,12 @@ pub fn run(config: &Config) -> Report {
     let root = scratch_dir(config.seed);
     let mut rng = Rng::new(config.seed);
     let schedule = faults::plan(&mut rng, &config.faults, config.nodes, config.window);
+    let clocks = Clocks::draw(
+        &mut rng.fork(),
+        config.nodes,
+        config.clock_offset_ms,
+        config.clock_drift_ppm,
+    );
     let mut sim = turmoil::Builder::new()
         .simulation_duration(config.window + Duration::from_secs(300))
         .tick_duration(Duration::from_millis(1))
@@ -146,16 +157,16 @@ pub fn run(config: &Config) -> Report {
             healed.clone(),
             finals.clone(),
         );
-        let (config, workload_rng) = (config.clone(), rng.fork());
+        let (config, workload_rng, clocks) = (config.clone(), rng.fork(), clocks.clone());
         sim.client("driver", async move {
-            let outcome = drive(&config, workload_rng, &handles, &history, &healed).await;
+            let outcome = drive(&config, workload_rng, &handles, &history, &healed, &clocks).await;
             *finals
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(outcome);
             Ok(())
         });
     }
-    let mut applied = Vec::new();
+    let mut applied = vec![format!("     0ms clocks: {}", clocks.describe())];
     // Due events are taken from the front; events scheduled by others are
     // merged in by time (a stable sort keeps equal times in order).
     let mut pending: std::collections::VecDeque<(Duration, Event)> = schedule.into();
@@ -396,12 +407,14 @@ async fn drive(
     handles: &Handles,
     history: &History,
     healed: &AtomicBool,
+    clocks: &Clocks,
 ) -> Result<Finals, String> {
     let nodes: Vec<u64> = (1..=config.nodes).collect();
     let mut clients = Vec::new();
     for id in 0..config.clients {
         let mut client = Client::new(id, nodes.clone(), handles.clone(), history.clone());
         client.read_mode = config.read_mode;
+        client.clocks = clocks.clone();
         let (mut rng, window) = (rng.fork(), config.window);
         clients.push(tokio::spawn(async move {
             let mut sequence = 0u64;
@@ -425,6 +438,7 @@ async fn drive(
     // Liveness: every replica back, one leader, the same state everywhere.
     let digest = converge(handles, &nodes, Duration::from_secs(120)).await?;
     let mut reader = Client::new(1_000, nodes.clone(), handles.clone(), history.clone());
+    reader.clocks = clocks.clone();
     let mut values = BTreeMap::new();
     let finals = REGISTERS.iter().map(|key| (*key, Call::Get)).chain([
         (COUNTER, Call::Get),
