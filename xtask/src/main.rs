@@ -57,7 +57,8 @@ Subcommands:
              --seeds N        how many seeds (default 100)
              --from S         first seed (default 1)
              --faults LIST    all, none, or some of partition,one-way,
-                              isolate-leader,crash,delay,slow-network (default all)
+                              isolate-leader,crash,delay,slow-network,slow-disk,
+                              membership (default all)
              --window-ms MS   how long the workload runs under faults (default 10000)
              --threads T      seeds run side by side (default: the cores)
              --mutation stale-reads

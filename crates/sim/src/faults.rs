@@ -25,10 +25,12 @@ pub enum Kind {
     SlowNetwork,
     /// A replica's disk syncs slowly for a while.
     SlowDisk,
+    /// A voter demoted to learner by a membership change, promoted back later.
+    Membership,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Partition,
         Kind::OneWay,
         Kind::IsolateLeader,
@@ -36,6 +38,7 @@ impl Kind {
         Kind::Delay,
         Kind::SlowNetwork,
         Kind::SlowDisk,
+        Kind::Membership,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +50,7 @@ impl Kind {
             Kind::Delay => "delay",
             Kind::SlowNetwork => "slow-network",
             Kind::SlowDisk => "slow-disk",
+            Kind::Membership => "membership",
         }
     }
 
@@ -96,6 +100,10 @@ pub enum Event {
     Latency(u64),
     /// A replica's sync time in milliseconds.
     SyncLatency(NodeId, u64),
+    /// A membership change that makes a voter a learner.
+    Demote(NodeId),
+    /// A membership change that makes a learner a voter again.
+    Promote(NodeId),
 }
 
 /// The latency the network has outside [`Kind::SlowNetwork`] faults.
@@ -160,6 +168,10 @@ pub fn plan(rng: &mut Rng, kinds: &[Kind], nodes: u64, window: Duration) -> Vec<
             Kind::SlowNetwork => {
                 events.push((ms(at), Event::Latency(rng.between(10, 150))));
                 events.push((ms(until), Event::Latency(BASE_LATENCY_MS)));
+            }
+            Kind::Membership => {
+                events.push((ms(at), Event::Demote(node)));
+                events.push((ms(until), Event::Promote(node)));
             }
             Kind::SlowDisk => {
                 events.push((ms(at), Event::SyncLatency(node, rng.between(10, 200))));

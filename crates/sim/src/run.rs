@@ -149,6 +149,7 @@ pub fn run(config: &Config) -> Report {
     let mut crash_rng = rng.fork();
     let history = History::default();
     let healed = Arc::new(AtomicBool::new(false));
+    let membership = Membership::default();
     let finals: Arc<Mutex<Option<Result<Finals, String>>>> = Arc::default();
     {
         let (handles, history, healed, finals) = (
@@ -158,8 +159,20 @@ pub fn run(config: &Config) -> Report {
             finals.clone(),
         );
         let (config, workload_rng, clocks) = (config.clone(), rng.fork(), clocks.clone());
+        let membership = membership.clone();
         sim.client("driver", async move {
-            let outcome = drive(&config, workload_rng, &handles, &history, &healed, &clocks).await;
+            let changes = tokio::spawn(membership.clone().run(handles.clone(), config.nodes));
+            let outcome = drive(
+                &config,
+                workload_rng,
+                &handles,
+                &history,
+                &healed,
+                &clocks,
+                &membership,
+            )
+            .await;
+            changes.abort();
             *finals
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(outcome);
@@ -197,6 +210,7 @@ pub fn run(config: &Config) -> Report {
                 down: &mut down,
                 later: &mut later,
                 crash_waits: &mut crash_waits,
+                membership: &membership,
             };
             if let Some(line) = host.apply(&event, config.nodes) {
                 applied.push(format!("{:>6}ms {line}", at.as_millis()));
@@ -211,6 +225,9 @@ pub fn run(config: &Config) -> Report {
             // are moot: everything heals now.
             pending.clear();
             heal(&mut sim, config.nodes, &down, &disks);
+            for node in 1..=config.nodes {
+                membership.push(Event::Promote(node));
+            }
             down.clear();
             applied.push(format!("{:>6}ms heal", now.as_millis()));
             healing_done = true;
@@ -305,6 +322,8 @@ struct Host<'a, 'b> {
     later: &'a mut Vec<(Duration, Event)>,
     /// How long each pending crash has waited for a write in progress.
     crash_waits: &'a mut BTreeMap<u64, u32>,
+    /// Membership changes for the driver to propose (they are async).
+    membership: &'a Membership,
 }
 
 impl Host<'_, '_> {
@@ -319,6 +338,7 @@ impl Host<'_, '_> {
             down,
             later,
             crash_waits,
+            membership,
         } = self;
         match *event {
             Event::Partition(a, b) => sim.partition(host_name(a), host_name(b)),
@@ -369,6 +389,7 @@ impl Host<'_, '_> {
                     disk.set_sync_latency(Duration::from_millis(ms));
                 }
             }
+            Event::Demote(_) | Event::Promote(_) => membership.push(event.clone()),
         }
         Some(format!("{event:?}"))
     }
@@ -408,6 +429,7 @@ async fn drive(
     history: &History,
     healed: &AtomicBool,
     clocks: &Clocks,
+    membership: &Membership,
 ) -> Result<Finals, String> {
     let nodes: Vec<u64> = (1..=config.nodes).collect();
     let mut clients = Vec::new();
@@ -435,7 +457,23 @@ async fn drive(
     while !healed.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Liveness: every replica back, one leader, the same state everywhere.
+    // Liveness: every replica back and a voter again, one leader, the same
+    // state everywhere.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !membership.is_idle() || !all_voters(handles, &nodes) {
+        if tokio::time::Instant::now() > deadline {
+            let all = nodes.clone();
+            let state = handles
+                .leader_among(&all)
+                .and_then(|id| handles.get(id))
+                .map(|leader| format!("{:?}", leader.metrics().membership_config));
+            return Err(format!(
+                "the replicas did not all become voters again after healing (changes pending: {}; leader's membership: {state:?})",
+                !membership.is_idle()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let digest = converge(handles, &nodes, Duration::from_secs(120)).await?;
     let mut reader = Client::new(1_000, nodes.clone(), handles.clone(), history.clone());
     reader.clocks = clocks.clone();
@@ -504,4 +542,101 @@ async fn converge(handles: &Handles, ids: &[u64], limit: Duration) -> Result<Str
     Err(format!(
         "the replicas did not converge within {limit:?} after healing: {last:?}"
     ))
+}
+
+/// Membership changes waiting to be proposed, and a task that proposes them
+/// to whichever replica leads, in order, each retried for a while.
+#[derive(Clone, Default)]
+struct Membership {
+    queue: Arc<Mutex<std::collections::VecDeque<Event>>>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Membership {
+    fn push(&self, event: Event) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push_back(event);
+    }
+
+    fn pop(&self) -> Option<Event> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop_front()
+    }
+
+    fn is_idle(&self) -> bool {
+        !self.busy.load(Ordering::SeqCst)
+            && self
+                .queue
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .is_empty()
+    }
+
+    async fn run(self, handles: Handles, nodes: u64) {
+        let all: Vec<u64> = (1..=nodes).collect();
+        loop {
+            self.busy.store(true, Ordering::SeqCst);
+            while let Some(event) = self.pop() {
+                for _ in 0..50 {
+                    if change(&handles, &all, &event).await {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            self.busy.store(false, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Proposes one membership change on the leader; true when it is done or
+/// moot (a voter set below two is not proposed).
+async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
+    let Some(leader) = handles.leader_among(all).and_then(|id| handles.get(id)) else {
+        return false;
+    };
+    let metrics = leader.metrics();
+    // A change cut short by a leader change leaves a joint configuration;
+    // the next change starts from its newer half, which finishes it.
+    let joint = metrics.membership_config.membership().get_joint_config();
+    let Some(newest) = joint.last() else {
+        return false;
+    };
+    let mut voters = newest.clone();
+    match *event {
+        Event::Demote(node) => {
+            voters.remove(&node);
+            if voters.len() < 2 {
+                return true;
+            }
+        }
+        Event::Promote(node) => {
+            voters.insert(node);
+        }
+        _ => return true,
+    }
+    if joint.len() == 1 && voters == *newest {
+        return true;
+    }
+    let proposal = leader.raft.change_membership(voters, true);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), proposal).await,
+        Ok(Ok(_))
+    )
+}
+
+/// True when the leader's committed membership has every replica as a voter.
+fn all_voters(handles: &Handles, all: &[u64]) -> bool {
+    let Some(leader) = handles.leader_among(all).and_then(|id| handles.get(id)) else {
+        return false;
+    };
+    let metrics = leader.metrics();
+    let membership = metrics.membership_config.membership();
+    let voters: Vec<u64> = membership.voter_ids().collect();
+    voters == all && membership.get_joint_config().len() == 1
 }
