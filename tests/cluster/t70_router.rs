@@ -405,3 +405,88 @@ fn pipelines_come_back_in_order_across_shards_and_through_a_stale_map() {
         .collect();
     assert_eq!(replies, expected);
 }
+
+#[test]
+fn pub_sub_is_relayed_through_the_router() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
+    let mut subscriber = router.redis();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    pubsub.subscribe("news").unwrap();
+    pubsub.psubscribe("alerts.*").unwrap();
+    let mut publisher = router.redis();
+    // PUBLISH goes to some node; subscribers on every node hear it.
+    for index in 0..10 {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg("news")
+            .arg(format!("n{index}"))
+            .query(&mut publisher)
+            .unwrap();
+    }
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("alerts.disk")
+        .arg("full")
+        .query(&mut publisher)
+        .unwrap();
+    for index in 0..10 {
+        let message = pubsub.get_message().unwrap();
+        assert_eq!(message.get_channel_name(), "news");
+        assert_eq!(
+            message.get_payload::<String>().unwrap(),
+            format!("n{index}")
+        );
+    }
+    let message = pubsub.get_message().unwrap();
+    assert_eq!(message.get_channel_name(), "alerts.disk");
+    assert_eq!(message.get_pattern::<String>().unwrap(), "alerts.*");
+
+    // A shard channel: SSUBSCRIBE is relayed to its slot's leader, SPUBLISH
+    // is routed there by slot.
+    let mut raw = router.raw();
+    raw.roundtrip(
+        &["SSUBSCRIBE", "orders{7}"],
+        "*3\r\n$10\r\nssubscribe\r\n$9\r\norders{7}\r\n:1\r\n",
+    );
+    let delivered: i64 = redis::cmd("SPUBLISH")
+        .arg("orders{7}")
+        .arg("o1")
+        .query(&mut publisher)
+        .unwrap();
+    assert_eq!(delivered, 1);
+    let frame = raw.read_frame();
+    assert_eq!(
+        format!("{frame:?}"),
+        format!(
+            "{:?}",
+            resp::Frame::Array(vec![
+                resp::Frame::Bulk("smessage".into()),
+                resp::Frame::Bulk("orders{7}".into()),
+                resp::Frame::Bulk("o1".into()),
+            ])
+        )
+    );
+    // A RESP3 client's relay speaks RESP3: subscription replies are pushes.
+    let mut resp3 = router.raw();
+    resp3.command(&[b"HELLO", b"3"]);
+    assert!(!resp3.read_frame().is_error());
+    resp3.roundtrip(
+        &["SUBSCRIBE", "x"],
+        ">3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n",
+    );
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("x")
+        .arg("hi")
+        .query(&mut publisher)
+        .unwrap();
+    assert!(matches!(resp3.read_frame(), resp::Frame::Push(_)));
+    // Without subscriptions, UNSUBSCRIBE answers as Redis does.
+    let mut idle = router.raw();
+    idle.roundtrip(
+        &["UNSUBSCRIBE", "a", "b"],
+        "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n",
+    );
+}

@@ -5,7 +5,7 @@
 
 use super::topology::redirect_address;
 use super::upstream::{Failure, Upstreams};
-use super::{whole, Router};
+use super::{relay, whole, Router};
 use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
 use keyspace::CommandSpec;
@@ -158,6 +158,30 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                     resp::encode(reply, client.protocol, &mut output);
                 }
                 next += run.len();
+            } else if client.multi.is_none() && starts_relay(&requests[next]) {
+                // Pub/Sub: from here on the connection is relayed to a node.
+                let rest = requests.split_off(next);
+                relay::run(
+                    client.router.clone(),
+                    stream,
+                    client.protocol,
+                    rest,
+                    parser,
+                    input,
+                    output,
+                )
+                .await;
+                return;
+            } else if let Some(replies) = client
+                .multi
+                .is_none()
+                .then(|| unsubscribe_replies(&requests[next]))
+                .flatten()
+            {
+                for reply in &replies {
+                    resp::encode(reply, client.protocol, &mut output);
+                }
+                next += 1;
             } else {
                 let arguments = std::mem::take(&mut requests[next]);
                 next += 1;
@@ -250,6 +274,42 @@ const ROUTER_COMMANDS: &[&str] = &[
     "function|restore",
     "script|exists",
 ];
+
+/// Whether a request starts a Pub/Sub relay.
+fn starts_relay(arguments: &[Bytes]) -> bool {
+    keyspace::commands::resolve(arguments).is_ok_and(|spec| relay::starts_relay(spec.name))
+}
+
+/// UNSUBSCRIBE and relatives on a connection with no subscriptions: one
+/// reply per channel named, or one with a null channel.
+fn unsubscribed(name: &str, arguments: &[Bytes]) -> Vec<Frame> {
+    let kind = Bytes::copy_from_slice(name.as_bytes());
+    if arguments.len() > 1 {
+        arguments[1..]
+            .iter()
+            .map(|channel| {
+                Frame::Push(vec![
+                    Frame::Bulk(kind.clone()),
+                    Frame::Bulk(channel.clone()),
+                    Frame::Integer(0),
+                ])
+            })
+            .collect()
+    } else {
+        vec![Frame::Push(vec![
+            Frame::Bulk(kind),
+            Frame::Null,
+            Frame::Integer(0),
+        ])]
+    }
+}
+
+/// The replies to an UNSUBSCRIBE-like request outside a relay, if it is one.
+fn unsubscribe_replies(arguments: &[Bytes]) -> Option<Vec<Frame>> {
+    let spec = keyspace::commands::resolve(arguments).ok()?;
+    matches!(spec.name, "unsubscribe" | "punsubscribe" | "sunsubscribe")
+        .then(|| unsubscribed(spec.name, arguments))
+}
 
 /// The read limit for a blocking command: its own timeout plus the usual
 /// margin, none for 0 (wait forever).
@@ -461,8 +521,14 @@ impl Client {
                 self.upstreams.set_protocol(Protocol::Resp2);
                 Frame::simple("RESET")
             }
-            "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
-            | "sunsubscribe" => Frame::error("ERR Pub/Sub through the router is not supported yet"),
+            // Outside a relay there is nothing to unsubscribe from; Redis
+            // answers with one reply per channel, or one with a null channel.
+            "unsubscribe" | "punsubscribe" | "sunsubscribe" => {
+                unsubscribed(spec.name, &arguments).remove(0)
+            }
+            "subscribe" | "psubscribe" | "ssubscribe" => {
+                Frame::error("ERR subscriptions inside MULTI are not supported by the router")
+            }
             "monitor" => Frame::error("ERR MONITOR through the router is not supported yet"),
             "mget" | "mset" | "del" | "unlink" | "exists" | "touch" => {
                 whole::split(self, spec, &arguments).await

@@ -8,9 +8,11 @@
 //! Modules: `topology` (the slot map), `upstream` (a client's node
 //! connections, every step bounded by a timeout), `client` (one task per
 //! client: parsing, local commands, MULTI, routing with redirects), `whole`
-//! (split multi-key commands and whole-cluster commands).
+//! (split multi-key commands and whole-cluster commands), `relay` (Pub/Sub:
+//! a subscribing client's connection relayed to one node).
 
 mod client;
+mod relay;
 mod topology;
 mod upstream;
 mod whole;
