@@ -623,6 +623,15 @@ async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
     if joint.len() == 1 && voters == *newest {
         return true;
     }
+    if !voters.contains(&leader.node_id) {
+        // A leader that demotes itself keeps leading with a lease it can no
+        // longer renew, and its heartbeats keep the voters from electing
+        // another: the group stalls. Hand leadership over first.
+        if let Some(next) = voters.iter().next() {
+            let _ = leader.raft.trigger().transfer_leader(*next).await;
+        }
+        return false;
+    }
     let proposal = leader.raft.change_membership(voters, true);
     matches!(
         tokio::time::timeout(Duration::from_secs(3), proposal).await,

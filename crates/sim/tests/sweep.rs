@@ -105,3 +105,12 @@ fn seed_38_a_restarted_leader_serves_no_stale_read() {
     let report = run(&Config::new(38));
     assert!(report.passed(), "{report:?}");
 }
+
+/// A leader that demoted itself to learner kept leading with a lapsed lease
+/// and no other replica was elected: the group stalled. Membership changes
+/// now hand leadership over before demoting the leader.
+#[test]
+fn seed_428_a_demoted_leader_hands_over_first() {
+    let report = run(&Config::new(428));
+    assert!(report.passed(), "{report:?}");
+}
