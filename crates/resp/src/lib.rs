@@ -10,5 +10,5 @@ mod request;
 
 pub use encode::{encode, format_double, Protocol};
 pub use frame::Frame;
-pub use reply::{parse_reply, ReplyError};
+pub use reply::{parse_reply, reply_length, ReplyError};
 pub use request::{split_inline_args, ProtocolError, RequestLimits, RequestParser};

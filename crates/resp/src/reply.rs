@@ -28,6 +28,89 @@ pub fn parse_reply(input: &[u8]) -> Result<Option<(Frame, usize)>, ReplyError> {
     }
 }
 
+/// The length of the reply at the front of `input` without building it (a
+/// proxy passes replies through as bytes): `Ok(Some(length))`, or `Ok(None)`
+/// when `input` holds only part of it. Accepts what [`parse_reply`] accepts.
+pub fn reply_length(input: &[u8]) -> Result<Option<usize>, ReplyError> {
+    let mut position = 0;
+    match skip_at(input, &mut position, 0)? {
+        Some(()) => Ok(Some(position)),
+        None => Ok(None),
+    }
+}
+
+/// The end of the line starting at `position` (the index of its `\r`).
+fn line_end(input: &[u8], position: usize) -> Option<usize> {
+    let mut from = position;
+    loop {
+        let offset = input.get(from..)?.iter().position(|byte| *byte == b'\r')?;
+        let at = from + offset;
+        match input.get(at + 1) {
+            Some(b'\n') => return Some(at),
+            Some(_) => from = at + 1,
+            None => return None,
+        }
+    }
+}
+
+fn skip_at(input: &[u8], position: &mut usize, depth: usize) -> Result<Option<()>, ReplyError> {
+    if depth > MAX_DEPTH {
+        return Err(fail("nested too deeply"));
+    }
+    let Some(&marker) = input.get(*position) else {
+        return Ok(None);
+    };
+    let Some(end) = line_end(input, *position + 1) else {
+        return Ok(None);
+    };
+    let line = &input[*position + 1..end];
+    let after_line = end + 2;
+    match marker {
+        b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => {
+            *position = after_line;
+            Ok(Some(()))
+        }
+        b'$' | b'=' | b'!' => {
+            let length = parse_number(line)?;
+            if length < 0 {
+                *position = after_line;
+                return Ok(Some(()));
+            }
+            let end = after_line + length as usize + 2;
+            if input.len() < end {
+                return Ok(None);
+            }
+            *position = end;
+            Ok(Some(()))
+        }
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+            let count = parse_number(line)?;
+            let mut at = after_line;
+            if count >= 0 {
+                let elements = if matches!(marker, b'%' | b'|') {
+                    2 * count
+                } else {
+                    count
+                };
+                for _ in 0..elements {
+                    if skip_at(input, &mut at, depth + 1)?.is_none() {
+                        return Ok(None);
+                    }
+                }
+                if marker == b'|' {
+                    // An attribute precedes the reply it describes.
+                    if skip_at(input, &mut at, depth + 1)?.is_none() {
+                        return Ok(None);
+                    }
+                }
+            }
+            *position = at;
+            Ok(Some(()))
+        }
+        _ => Err(fail("unknown type marker")),
+    }
+}
+
 fn fail(message: &str) -> ReplyError {
     ReplyError(message.to_string())
 }
@@ -161,6 +244,30 @@ mod tests {
         assert_eq!(parsed, frame);
         for cut in 0..wire.len() {
             assert_eq!(parse_reply(&wire[..cut]).unwrap(), None);
+            assert_eq!(reply_length(&wire[..cut]).unwrap(), None);
         }
+        assert_eq!(reply_length(&wire).unwrap(), Some(wire.len()));
+    }
+
+    #[test]
+    fn lengths_match_the_parser() {
+        let cases: [&[u8]; 8] = [
+            b"+OK\r\n",
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b"$5\r\na\r\nbc\r\n",
+            b"*2\r\n$1\r\nx\r\n:7\r\n",
+            b"|1\r\n+k\r\n+v\r\n:1\r\n",
+            b"%1\r\n+a\r\n*0\r\n",
+            b">2\r\n+message\r\n$0\r\n\r\n",
+        ];
+        for case in cases {
+            let mut wire = case.to_vec();
+            wire.extend_from_slice(b":9\r\n");
+            let parsed = parse_reply(&wire).unwrap().map(|(_, used)| used);
+            assert_eq!(reply_length(&wire).unwrap(), parsed, "{case:?}");
+            assert_eq!(parsed, Some(case.len()));
+        }
+        assert!(reply_length(b"?x\r\n").is_err());
     }
 }

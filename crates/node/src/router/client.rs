@@ -82,6 +82,28 @@ impl Redirect {
     }
 }
 
+/// A forwarded reply: as the node sent it, or built by the router.
+#[derive(Clone)]
+enum Reply {
+    Raw(Bytes),
+    Frame(Frame),
+}
+
+impl Reply {
+    /// Whether the node refused it with a redirect or a retryable error.
+    fn redirects(&self) -> bool {
+        match self {
+            // Only error replies can redirect; only those are parsed.
+            Reply::Raw(bytes) if bytes.first() == Some(&b'-') => resp::parse_reply(bytes)
+                .ok()
+                .flatten()
+                .is_some_and(|(frame, _)| Redirect::of(&frame, "").is_some()),
+            Reply::Raw(_) => false,
+            Reply::Frame(frame) => Redirect::of(frame, "").is_some(),
+        }
+    }
+}
+
 /// The error a client sees when retries ran out: redirects never reach it.
 pub fn give_up(last: Frame) -> Frame {
     match &last {
@@ -155,7 +177,10 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                     .pipeline(&run, &requests[next..next + run.len()])
                     .await;
                 for reply in &replies {
-                    resp::encode(reply, client.protocol, &mut output);
+                    match reply {
+                        Reply::Raw(bytes) => output.extend_from_slice(bytes),
+                        Reply::Frame(frame) => resp::encode(frame, client.protocol, &mut output),
+                    }
                 }
                 next += run.len();
             } else if client.multi.is_none() && starts_relay(&requests[next]) {
@@ -387,9 +412,9 @@ impl Client {
         &mut self,
         run: &[(u16, &'static CommandSpec)],
         requests: &[Vec<Bytes>],
-    ) -> Vec<Frame> {
+    ) -> Vec<Reply> {
         let mut shares: Vec<(String, Vec<usize>)> = Vec::new();
-        let mut replies: Vec<Option<Frame>> = vec![None; run.len()];
+        let mut replies: Vec<Option<Reply>> = vec![None; run.len()];
         {
             let map = self.router.map();
             for (index, (slot, _)) in run.iter().enumerate() {
@@ -407,7 +432,6 @@ impl Client {
             let batch: Vec<&[Bytes]> = indexes.iter().map(|index| &requests[*index][..]).collect();
             sent.push(self.upstreams.send(address, &batch).await);
         }
-        let margin = self.upstreams.timeout;
         for ((address, indexes), sent) in shares.iter().zip(sent) {
             if let Err(failure) = sent {
                 // Nothing of this share was run when connecting failed;
@@ -416,39 +440,32 @@ impl Client {
                     let retry = matches!(failure, Failure::Connect(_))
                         || self.call_for(run[*index].1, &requests[*index]).retry_io;
                     if !retry {
-                        replies[*index] = Some(failure.reply(address));
+                        replies[*index] = Some(Reply::Frame(failure.reply(address)));
                     }
                 }
                 continue;
             }
-            let (received, failure) = self
-                .upstreams
-                .receive(address, indexes.len(), Some(margin))
-                .await;
+            let (received, failure) = self.upstreams.receive_raw(address, indexes.len()).await;
             let answered = received.len();
             for (index, reply) in indexes.iter().zip(received) {
-                replies[*index] = Some(reply);
+                replies[*index] = Some(Reply::Raw(reply));
             }
             if let Some(failure) = failure {
                 for index in &indexes[answered..] {
                     if !self.call_for(run[*index].1, &requests[*index]).retry_io {
-                        replies[*index] = Some(failure.reply(address));
+                        replies[*index] = Some(Reply::Frame(failure.reply(address)));
                     }
                 }
             }
         }
         let mut answers = Vec::with_capacity(run.len());
         for (index, reply) in replies.into_iter().enumerate() {
-            let settled = match &reply {
-                Some(frame) => !Redirect::of(frame, "").is_some(),
-                None => false,
-            };
             let answer = match reply {
-                Some(frame) if settled => frame,
+                Some(reply) if !reply.redirects() => reply,
                 _ => {
                     let (slot, spec) = run[index];
                     let call = self.call_for(spec, &requests[index]);
-                    self.keyed(slot, &requests[index], call).await
+                    Reply::Frame(self.keyed(slot, &requests[index], call).await)
                 }
             };
             answers.push(answer);

@@ -103,6 +103,35 @@ impl Connection {
         }
     }
 
+    /// Reads one reply as the bytes it came in, to be passed on unchanged.
+    async fn read_raw(&mut self, limit: Duration) -> Result<Bytes, Failure> {
+        let work = async {
+            loop {
+                match resp::reply_length(&self.buffer) {
+                    Ok(Some(length)) => return Ok(self.buffer.split_to(length).freeze()),
+                    Ok(None) => {}
+                    Err(error) => return Err(Failure::Io(error.to_string())),
+                }
+                if self.buffer.len() > MAX_REPLY_BYTES {
+                    return Err(Failure::Io("reply too large".to_string()));
+                }
+                self.buffer.reserve(16 * 1024);
+                match self.stream.read_buf(&mut self.buffer).await {
+                    Ok(0) => return Err(Failure::Io("connection closed".to_string())),
+                    Ok(_) => {}
+                    Err(error) => return Err(Failure::Io(format!("read: {error}"))),
+                }
+            }
+        };
+        match tokio::time::timeout(limit, work).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::Io(format!(
+                "no reply within {} ms",
+                limit.as_millis()
+            ))),
+        }
+    }
+
     /// Reads one reply; `limit` None waits as long as it takes (blocking
     /// commands with no timeout).
     async fn read(&mut self, limit: Option<Duration>) -> Result<Frame, Failure> {
@@ -236,6 +265,29 @@ impl Upstreams {
             self.connections.remove(address);
         }
         result
+    }
+
+    /// [`Upstreams::receive`] with each reply kept as its bytes (they go to
+    /// the client unchanged: a client's node connections speak its protocol).
+    pub async fn receive_raw(
+        &mut self,
+        address: &str,
+        count: usize,
+    ) -> (Vec<Bytes>, Option<Failure>) {
+        let Some(connection) = self.connections.get_mut(address) else {
+            return (Vec::new(), Some(Failure::Io("connection lost".to_string())));
+        };
+        let mut replies = Vec::with_capacity(count);
+        for _ in 0..count {
+            match connection.read_raw(self.timeout).await {
+                Ok(reply) => replies.push(reply),
+                Err(failure) => {
+                    self.connections.remove(address);
+                    return (replies, Some(failure));
+                }
+            }
+        }
+        (replies, None)
     }
 
     /// Reads `count` replies from `address`: those that arrived, and the
