@@ -103,6 +103,11 @@ pub struct ShardGroup {
     pub state: SharedState,
     pub log: LogStore,
     snapshot_dir: PathBuf,
+    /// The term (plus one; 0 for none) in which this replica handed its
+    /// leadership over: in that term its lease no longer vouches for reads
+    /// (the target is elected at once, without waiting for the lease to run
+    /// out). A later term of its own leads normally again.
+    handed_over_in: Arc<AtomicU64>,
 }
 
 impl ShardGroup {
@@ -138,7 +143,20 @@ impl ShardGroup {
             state,
             log,
             snapshot_dir,
+            handed_over_in: Arc::default(),
         })
+    }
+
+    /// Hands this replica's leadership to `to`. Lease reads stop here at
+    /// once: the target starts its election without waiting for this
+    /// leader's lease to lapse, so the lease no longer proves that no other
+    /// leader exists (the simulation caught a stale read without this, seed
+    /// 268). Reads then confirm leadership with a heartbeat round, which the
+    /// voters refuse once they follow the new term.
+    pub async fn transfer_leadership(&self, to: NodeId) {
+        self.handed_over_in
+            .store(metrics_term(self) + 1, Ordering::SeqCst);
+        let _ = self.raft.trigger().transfer_leader(to).await;
     }
 
     /// A copy of the group's latest Raft metrics.
@@ -162,6 +180,9 @@ impl ShardGroup {
         let Some(applied) = applied else {
             return false;
         };
+        if self.handed_over_in.load(Ordering::SeqCst) == metrics_term(self) + 1 {
+            return false;
+        }
         let watch = self.raft.metrics();
         let metrics = watch.borrow_watched();
         if metrics.state != openraft::ServerState::Leader
@@ -177,6 +198,12 @@ impl ShardGroup {
         let now = openraft::alias::InstantOf::<TypeConfig>::now();
         now < **acked + lease
     }
+}
+
+/// The group's current term, from its metrics.
+fn metrics_term(group: &ShardGroup) -> u64 {
+    use openraft::async_runtime::WatchReceiver;
+    group.raft.metrics().borrow_watched().current_term
 }
 
 /// The groups hosted on this node, by id; serves the node's Raft RPCs.

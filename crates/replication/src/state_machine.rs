@@ -30,7 +30,10 @@ use resp::Frame;
 
 use crate::types::{LogId, Op, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
 
+/// The first snapshot format: metadata only.
 const META_MAGIC: &[u8; 9] = b"SLRFSMETA";
+/// The current format: metadata and the log time at the snapshot's index.
+const META_MAGIC_V2: &[u8; 9] = b"SLRFSMET2";
 const MAX_META_BYTES: u32 = 64 << 20;
 
 /// Everything the state machine owns, behind one lock shared with the node,
@@ -106,12 +109,12 @@ impl StateMachine {
         let current_path = dir.join("current.snap");
         let rng = Rng::new(rng_seed);
         let (state, current) = if current_path.exists() {
-            let (meta, keyspace) = read_snapshot_file(&current_path, &template)?;
+            let (meta, log_time_ms, keyspace) = read_snapshot_file(&current_path, &template)?;
             let state = ShardState {
                 keyspace,
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership.clone(),
-                log_time_ms: 0,
+                log_time_ms,
                 rng,
             };
             (state, Some((meta, current_path)))
@@ -349,6 +352,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 last_log_id: state.last_applied,
                 last_membership: state.membership.clone(),
             },
+            log_time_ms: state.log_time_ms,
             dir: self.dir.clone(),
         }
     }
@@ -358,7 +362,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: SnapshotFile,
     ) -> Result<(), io::Error> {
-        let (file_meta, keyspace) = read_snapshot_file(&snapshot.path, &self.template)?;
+        let (file_meta, log_time_ms, keyspace) =
+            read_snapshot_file(&snapshot.path, &self.template)?;
         // The file says what it holds. Installing it under other metadata (say,
         // a newer snapshot file sent with an older snapshot's metadata) would
         // set `last_applied` behind the keyspace and re-apply entries.
@@ -387,6 +392,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             state.keyspace = keyspace;
             state.last_applied = meta.last_log_id;
             state.membership = meta.last_membership.clone();
+            // Log time is replicated state: entries after the snapshot apply
+            // at max(their time, this), on every replica alike.
+            state.log_time_ms = log_time_ms;
         }
         self.current = Some((meta.clone(), current));
         Ok(())
@@ -400,7 +408,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         if !current.exists() {
             return Ok(None);
         }
-        let meta = read_meta(&mut BufReader::new(File::open(&current)?))?;
+        let (meta, _) = read_meta(&mut BufReader::new(File::open(&current)?))?;
         self.current = Some((meta.clone(), current.clone()));
         Ok(Some(openraft::Snapshot {
             meta,
@@ -413,6 +421,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 pub struct SnapshotBuilder {
     keyspace: Option<Keyspace>,
     meta: SnapshotMeta,
+    log_time_ms: u64,
     dir: PathBuf,
 }
 
@@ -428,7 +437,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .ok_or_else(|| io::Error::other("snapshot builder used twice"))?;
         let index = self.meta.last_log_id.map(|id| id.index).unwrap_or(0);
         let tmp = self.dir.join(format!("build-{index}.tmp"));
-        write_snapshot_file(&tmp, &self.meta, &keyspace)?;
+        write_snapshot_file(&tmp, &self.meta, self.log_time_ms, &keyspace)?;
         let current = self.dir.join("current.snap");
         std::fs::rename(&tmp, &current)?;
         sync_dir(&self.dir)?;
@@ -443,12 +452,13 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 pub fn write_snapshot_file(
     path: &Path,
     meta: &SnapshotMeta,
+    log_time_ms: u64,
     keyspace: &Keyspace,
 ) -> io::Result<()> {
     let file = File::create(path)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let meta_bytes = crate::codec::encode(meta);
-    out.write_all(META_MAGIC)?;
+    let meta_bytes = crate::codec::encode(&(meta, log_time_ms));
+    out.write_all(META_MAGIC_V2)?;
     out.write_all(&(meta_bytes.len() as u32).to_le_bytes())?;
     out.write_all(&meta_bytes)?;
     out.write_all(&crc32fast::hash(&meta_bytes).to_le_bytes())?;
@@ -457,12 +467,16 @@ pub fn write_snapshot_file(
     file.sync_all()
 }
 
-fn read_meta(input: &mut impl Read) -> io::Result<SnapshotMeta> {
+/// The snapshot's metadata and the log time at its index (0 in files of the
+/// first format, which did not keep it).
+fn read_meta(input: &mut impl Read) -> io::Result<(SnapshotMeta, u64)> {
     let mut magic = [0u8; 9];
     input.read_exact(&mut magic)?;
-    if &magic != META_MAGIC {
-        return Err(invalid("not a slotraft snapshot file"));
-    }
+    let with_log_time = match &magic {
+        magic if magic == META_MAGIC_V2 => true,
+        magic if magic == META_MAGIC => false,
+        _ => return Err(invalid("not a slotraft snapshot file")),
+    };
     let mut word = [0u8; 4];
     input.read_exact(&mut word)?;
     let length = u32::from_le_bytes(word);
@@ -475,7 +489,11 @@ fn read_meta(input: &mut impl Read) -> io::Result<SnapshotMeta> {
     if crc32fast::hash(&meta_bytes) != u32::from_le_bytes(word) {
         return Err(invalid("snapshot metadata checksum mismatch"));
     }
-    crate::codec::decode(&meta_bytes)
+    if with_log_time {
+        crate::codec::decode(&meta_bytes)
+    } else {
+        Ok((crate::codec::decode(&meta_bytes)?, 0))
+    }
 }
 
 /// Opens a snapshot file for sending: the metadata it holds, and the file
@@ -484,7 +502,7 @@ fn read_meta(input: &mut impl Read) -> io::Result<SnapshotMeta> {
 /// metadata with another's content.
 pub fn open_snapshot_file(path: &Path) -> io::Result<(SnapshotMeta, File)> {
     let mut file = File::open(path)?;
-    let meta = read_meta(&mut BufReader::new(&mut file))?;
+    let (meta, _) = read_meta(&mut BufReader::new(&mut file))?;
     file.seek(SeekFrom::Start(0))?;
     Ok((meta, file))
 }
@@ -493,12 +511,12 @@ pub fn open_snapshot_file(path: &Path) -> io::Result<(SnapshotMeta, File)> {
 pub fn read_snapshot_file(
     path: &Path,
     template: &Keyspace,
-) -> io::Result<(SnapshotMeta, Keyspace)> {
+) -> io::Result<(SnapshotMeta, u64, Keyspace)> {
     let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
-    let meta = read_meta(&mut input)?;
+    let (meta, log_time_ms) = read_meta(&mut input)?;
     let keyspace = keyspace::snapshot::read_snapshot(&mut input, template.config.clone())
         .map_err(|error| invalid(&error.to_string()))?;
-    Ok((meta, keyspace))
+    Ok((meta, log_time_ms, keyspace))
 }
 
 fn invalid(message: &str) -> io::Error {
@@ -607,5 +625,49 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(follower.applied_state().await.unwrap().0, older.last_log_id);
+    }
+
+    #[tokio::test]
+    async fn log_time_travels_with_snapshots() {
+        let scratch = Scratch::new("sm-log-time");
+        let mut leader = open(&scratch.0.join("leader"));
+        lock(&leader.state()).log_time_ms = 1_700_000_123_456;
+        let meta = build_after(&mut leader, 3).await;
+        // Installed on a follower whose clock-driven log time differs.
+        let mut follower = open(&scratch.0.join("follower"));
+        lock(&follower.state()).log_time_ms = 5;
+        let sent = leader.get_current_snapshot().await.unwrap().unwrap();
+        follower
+            .install_snapshot(&meta, sent.snapshot)
+            .await
+            .unwrap();
+        assert_eq!(lock(&follower.state()).log_time_ms, 1_700_000_123_456);
+        // And after a restart from the snapshot.
+        drop(leader);
+        let reopened = open(&scratch.0.join("leader"));
+        assert_eq!(lock(&reopened.state()).log_time_ms, 1_700_000_123_456);
+    }
+
+    #[test]
+    fn files_of_the_first_format_still_load() {
+        let scratch = Scratch::new("sm-first-format");
+        let dir = scratch.0.join("old");
+        std::fs::create_dir_all(&dir).unwrap();
+        let meta = SnapshotMeta {
+            last_log_id: Some(log_id::<TypeConfig>(1, 1, 4)),
+            last_membership: StoredMembership::default(),
+        };
+        let meta_bytes = crate::codec::encode(&meta);
+        let mut bytes = META_MAGIC.to_vec();
+        bytes.extend_from_slice(&(meta_bytes.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&meta_bytes);
+        bytes.extend_from_slice(&crc32fast::hash(&meta_bytes).to_le_bytes());
+        keyspace::snapshot::write_snapshot(&Keyspace::new(16, 7), &mut bytes).unwrap();
+        std::fs::write(dir.join("current.snap"), bytes).unwrap();
+        let machine = open(&dir);
+        let shared = machine.state();
+        let state = lock(&shared);
+        assert_eq!(state.last_applied, meta.last_log_id);
+        assert_eq!(state.log_time_ms, 0);
     }
 }

@@ -97,6 +97,24 @@ impl Handles {
     }
 
     /// Replica `id`'s applied index and state digest.
+    /// Replica `id`'s state described for a report: log time and each key
+    /// with its type and TTL.
+    pub fn describe_state(&self, id: NodeId) -> Option<String> {
+        let group = self.get(id)?;
+        let state = lock(&group.state);
+        let mut keys = Vec::new();
+        for (index, db) in state.keyspace.dbs().iter().enumerate() {
+            for (key, entry) in db.iter(0) {
+                keys.push(format!(
+                    "{index}:{} expires {:?}",
+                    String::from_utf8_lossy(key),
+                    entry.expire_at_ms()
+                ));
+            }
+        }
+        Some(format!("log time {} keys {keys:?}", state.log_time_ms))
+    }
+
     pub fn applied_and_digest(&self, id: NodeId) -> Option<(u64, String)> {
         let group = self.get(id)?;
         let state = lock(&group.state);

@@ -539,8 +539,9 @@ async fn converge(handles: &Handles, ids: &[u64], limit: Duration) -> Result<Str
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let states: Vec<Option<String>> = ids.iter().map(|id| handles.describe_state(*id)).collect();
     Err(format!(
-        "the replicas did not converge within {limit:?} after healing: {last:?}"
+        "the replicas did not converge within {limit:?} after healing: {last:?}; states: {states:?}"
     ))
 }
 
@@ -628,7 +629,7 @@ async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
         // longer renew, and its heartbeats keep the voters from electing
         // another: the group stalls. Hand leadership over first.
         if let Some(next) = voters.iter().next() {
-            let _ = leader.raft.trigger().transfer_leader(*next).await;
+            leader.transfer_leadership(*next).await;
         }
         return false;
     }
