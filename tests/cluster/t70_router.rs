@@ -490,3 +490,57 @@ fn pub_sub_is_relayed_through_the_router() {
         "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n*3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n",
     );
 }
+
+#[test]
+fn readonly_clients_read_from_replicas_through_the_router() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
+    let mut connection = router.redis();
+    let key = "replicated:key";
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("v1")
+        .query(&mut connection)
+        .unwrap();
+    let _: () = redis::cmd("READONLY").query(&mut connection).unwrap();
+    // A replica may lag a moment behind the leader.
+    let mut value: Option<String> = None;
+    for _ in 0..100 {
+        value = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+        if value.as_deref() == Some("v1") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(value.as_deref(), Some("v1"));
+    // Writes still go to the leader.
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("v2")
+        .query(&mut connection)
+        .unwrap();
+    // The reads reached a replica, never the leader: the router's connection
+    // to the leader last ran SET, a replica's last ran GET.
+    let leader = leader_of(&cluster, cluster::key_slot(key.as_bytes()));
+    let last_commands = |index: usize| -> String {
+        let mut raw = Raw::connect(cluster.members[index].port);
+        raw.command(&[b"CLIENT", b"LIST"]);
+        match raw.read_frame() {
+            resp::Frame::Bulk(text) => String::from_utf8_lossy(&text).into_owned(),
+            other => panic!("CLIENT LIST answered {other:?}"),
+        }
+    };
+    assert!(
+        !last_commands(leader).contains("cmd=get"),
+        "the leader served a READONLY read"
+    );
+    let served: Vec<usize> = (0..cluster.members.len())
+        .filter(|index| *index != leader && last_commands(*index).contains("cmd=get"))
+        .collect();
+    assert_eq!(served.len(), 1, "one replica serves this client's reads");
+    // READWRITE sends reads to the leader again.
+    let _: () = redis::cmd("READWRITE").query(&mut connection).unwrap();
+    let value: String = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+    assert_eq!(value, "v2");
+}

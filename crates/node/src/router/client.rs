@@ -45,6 +45,8 @@ pub struct Call {
     /// Bound on waiting for the reply; None for a blocking command without
     /// a timeout.
     pub read_limit: Option<Duration>,
+    /// A read of a client that sent READONLY: a replica may serve it.
+    pub replica_read: bool,
 }
 
 /// What an error reply asks the router to do.
@@ -136,6 +138,8 @@ pub struct Client {
     id: u64,
     multi: Option<Multi>,
     watch: Option<Watch>,
+    /// The client sent READONLY: its reads may be served by replicas.
+    readonly: bool,
 }
 
 /// Serves one client until it disconnects or breaks the protocol.
@@ -147,6 +151,7 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
         protocol: Protocol::Resp2,
         multi: None,
         watch: None,
+        readonly: false,
     };
     let mut parser = RequestParser::new(RequestLimits::default());
     let mut input = BytesMut::with_capacity(16 * 1024);
@@ -375,11 +380,14 @@ impl Client {
             return Call {
                 retry_io: false,
                 read_limit: blocking_limit(spec, arguments, margin),
+                replica_read: false,
             };
         }
+        let read = spec.has(flags::READONLY) && !spec.is_write();
         Call {
-            retry_io: spec.has(flags::READONLY) && !spec.is_write(),
+            retry_io: read,
             read_limit: Some(margin),
+            replica_read: read && self.readonly,
         }
     }
 
@@ -392,6 +400,10 @@ impl Client {
         }
         let spec = keyspace::commands::resolve(arguments).ok()?;
         if spec.has(flags::BLOCKING) || ROUTER_COMMANDS.contains(&spec.name) {
+            return None;
+        }
+        if self.readonly && spec.has(flags::READONLY) && !spec.is_write() {
+            // Replica reads take the one-at-a-time path, which picks a replica.
             return None;
         }
         match keyspace::command_slot(spec, arguments) {
@@ -505,8 +517,14 @@ impl Client {
                 Ok(_) => Frame::error("ERR SELECT is not allowed in cluster mode"),
                 Err(_) => Frame::error("ERR value is not an integer or out of range"),
             },
-            // Reads always go to leaders, which READONLY allows.
-            "readonly" | "readwrite" => Frame::OK,
+            "readonly" => {
+                self.readonly = true;
+                Frame::OK
+            }
+            "readwrite" => {
+                self.readonly = false;
+                Frame::OK
+            }
             "multi" => match self.multi {
                 Some(_) => Frame::error("ERR MULTI calls can not be nested"),
                 None => {
@@ -533,6 +551,7 @@ impl Client {
             }
             "reset" => {
                 self.multi = None;
+                self.readonly = false;
                 self.unwatch().await;
                 self.protocol = Protocol::Resp2;
                 self.upstreams.set_protocol(Protocol::Resp2);
@@ -645,6 +664,7 @@ impl Client {
         call: Call,
     ) -> Result<(String, Vec<Frame>), Frame> {
         let asking = [Bytes::from_static(b"ASKING")];
+        let readonly = [Bytes::from_static(b"READONLY")];
         let mut target: Option<(String, bool)> = None;
         let mut delay = FIRST_BACKOFF;
         let mut redirects = 0;
@@ -652,6 +672,19 @@ impl Client {
         for attempt in 0..MAX_ATTEMPTS {
             let (address, ask) = match target.take() {
                 Some(target) => target,
+                None if call.replica_read && attempt == 0 => {
+                    let map = self.router.map();
+                    match map.replica(slot, self.id).or_else(|| map.owner(slot)) {
+                        Some(address) => (address.to_string(), false),
+                        None => {
+                            drop(map);
+                            self.router.refresh().await;
+                            last = Frame::error(SLOT_NOT_SERVED);
+                            backoff(&mut delay, attempt).await;
+                            continue;
+                        }
+                    }
+                }
                 None => {
                     let mut owner = self.router.map().owner(slot).map(str::to_string);
                     if owner.is_none() {
@@ -674,7 +707,12 @@ impl Client {
                     }
                 }
             };
-            let mut batch: Vec<&[Bytes]> = Vec::with_capacity(requests.len() + 1);
+            let mut batch: Vec<&[Bytes]> = Vec::with_capacity(requests.len() + 2);
+            // A READONLY client's connection says so once, so replicas serve it.
+            let announce = call.replica_read && !self.upstreams.is_readonly(&address);
+            if announce {
+                batch.push(&readonly);
+            }
             if ask {
                 batch.push(&asking);
             }
@@ -685,6 +723,10 @@ impl Client {
                 .await
             {
                 Ok(mut replies) => {
+                    if announce {
+                        replies.remove(0);
+                        self.upstreams.mark_readonly(&address);
+                    }
                     if ask {
                         replies.remove(0);
                     }
@@ -814,6 +856,7 @@ impl Client {
         let call = Call {
             retry_io: false,
             read_limit: Some(self.upstreams.timeout),
+            replica_read: false,
         };
         if let Some(watch) = watch {
             // The watch lives on that connection: no retries elsewhere. A
@@ -869,6 +912,7 @@ impl Client {
         let call = Call {
             retry_io: true,
             read_limit: Some(self.upstreams.timeout),
+            replica_read: false,
         };
         match self.routed(slot, &[arguments], call).await {
             Ok((address, mut replies)) => {

@@ -8,13 +8,17 @@ use resp::Frame;
 /// Number of hash slots.
 pub const SLOTS: usize = 16384;
 
-/// Slot -> master address, as one node reported it.
+/// Slot -> master address (and replica addresses), as one node reported it.
 #[derive(Debug, Clone)]
 pub struct SlotMap {
     /// Index into `masters` for each slot; `u16::MAX` when no one serves it.
     owners: Vec<u16>,
     /// Distinct master addresses, in order of the first slot each serves.
     masters: Vec<String>,
+    /// Index into `replica_sets` for each slot; `u16::MAX` when it has none.
+    replicas: Vec<u16>,
+    /// Distinct lists of replica addresses.
+    replica_sets: Vec<Vec<String>>,
 }
 
 impl Default for SlotMap {
@@ -22,6 +26,8 @@ impl Default for SlotMap {
         SlotMap {
             owners: vec![u16::MAX; SLOTS],
             masters: Vec::new(),
+            replicas: vec![u16::MAX; SLOTS],
+            replica_sets: Vec::new(),
         }
     }
 }
@@ -31,6 +37,18 @@ impl SlotMap {
     pub fn owner(&self, slot: u16) -> Option<&str> {
         let index = *self.owners.get(slot as usize)?;
         self.masters.get(index as usize).map(String::as_str)
+    }
+
+    /// A replica serving `slot` for READONLY reads, chosen by `pick` among
+    /// them (spreading clients over replicas); `None` when it has none.
+    pub fn replica(&self, slot: u16, pick: u64) -> Option<&str> {
+        let index = *self.replicas.get(slot as usize)?;
+        let set = self.replica_sets.get(index as usize)?;
+        if set.is_empty() {
+            return None;
+        }
+        set.get((pick % set.len() as u64) as usize)
+            .map(String::as_str)
     }
 
     /// Every distinct master address.
@@ -50,7 +68,7 @@ impl SlotMap {
         };
         let source_host = host_of(source);
         let mut map = SlotMap::default();
-        let mut sorted: Vec<(i64, i64, String)> = Vec::new();
+        let mut sorted: Vec<(i64, i64, String, Vec<String>)> = Vec::new();
         for range in ranges {
             let Frame::Array(parts) = range else {
                 return None;
@@ -68,19 +86,42 @@ impl SlotMap {
             else {
                 return None;
             };
-            let host = String::from_utf8_lossy(host);
-            let host = if host.is_empty() || host == "?" {
-                source_host
-            } else {
-                &host
+            let address = |host: &[u8], port: i64| {
+                let host = String::from_utf8_lossy(host);
+                let host = if host.is_empty() || host == "?" {
+                    source_host.to_string()
+                } else {
+                    host.into_owned()
+                };
+                format!("{host}:{port}")
             };
             if !(0..SLOTS as i64).contains(start) || !(0..SLOTS as i64).contains(end) {
                 return None;
             }
-            sorted.push((*start, *end, format!("{host}:{port}")));
+            let replicas: Vec<String> = parts[3..]
+                .iter()
+                .filter_map(|replica| match replica {
+                    Frame::Array(fields) => {
+                        match (fields.first().and_then(Frame::as_bytes), fields.get(1)) {
+                            (Some(host), Some(Frame::Integer(port))) => Some(address(host, *port)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                })
+                .collect();
+            sorted.push((*start, *end, address(host, *port), replicas));
         }
         sorted.sort();
-        for (start, end, address) in sorted {
+        for (start, end, address, replicas) in sorted {
+            let replica_index = match map.replica_sets.iter().position(|known| *known == replicas) {
+                Some(index) => index,
+                None => {
+                    map.replica_sets.push(replicas);
+                    map.replica_sets.len() - 1
+                }
+            };
+            let replica_index = u16::try_from(replica_index).ok()?;
             let index = match map.masters.iter().position(|known| *known == address) {
                 Some(index) => index,
                 None => {
@@ -91,6 +132,7 @@ impl SlotMap {
             let index = u16::try_from(index).ok()?;
             for slot in start..=end {
                 map.owners[slot as usize] = index;
+                map.replicas[slot as usize] = replica_index;
             }
         }
         Some(map)

@@ -49,6 +49,9 @@ impl Failure {
 struct Connection {
     stream: TcpStream,
     buffer: BytesMut,
+    /// READONLY was sent on it: the node serves this client's reads from
+    /// its replicas' state.
+    readonly: bool,
 }
 
 impl Connection {
@@ -66,6 +69,7 @@ impl Connection {
         let mut connection = Connection {
             stream,
             buffer: BytesMut::with_capacity(16 * 1024),
+            readonly: false,
         };
         if protocol == Protocol::Resp3 {
             // Nothing the client asked for was sent yet, so a failure here is
@@ -220,6 +224,20 @@ impl Upstreams {
         if protocol != self.protocol {
             self.connections.clear();
             self.protocol = protocol;
+        }
+    }
+
+    /// Whether the open connection to `address` has sent READONLY.
+    pub fn is_readonly(&self, address: &str) -> bool {
+        self.connections
+            .get(address)
+            .is_some_and(|connection| connection.readonly)
+    }
+
+    /// Records that READONLY was sent (and accepted) on `address`'s connection.
+    pub fn mark_readonly(&mut self, address: &str) {
+        if let Some(connection) = self.connections.get_mut(address) {
+            connection.readonly = true;
         }
     }
 

@@ -41,6 +41,7 @@ fn read_call(client: &Client) -> Call {
     Call {
         retry_io: true,
         read_limit: Some(client.upstreams.timeout),
+        replica_read: false,
     }
 }
 
