@@ -1,10 +1,12 @@
-"""Everyday Redis usage through redis-py's cluster client (`redis.cluster.RedisCluster`).
+"""Everyday Redis usage through redis-py's cluster client (`redis.cluster.RedisCluster`),
+or, with `--plain` first, through a plain `redis.Redis` client talking to `slotraft
+router` (no cluster support in the client: the router splits, routes and retries).
 
-    python3 scenario.py HOST:PORT
+    python3 scenario.py [--plain] HOST:PORT
         Runs every scenario against the cluster that HOST:PORT belongs to, printing one
         line per scenario; exits 1 on the first wrong answer, saying what was expected.
 
-    python3 scenario.py HOST:PORT failover FIRST_SLOT LAST_SLOT SECONDS
+    python3 scenario.py [--plain] HOST:PORT failover FIRST_SLOT LAST_SLOT SECONDS
         SET/GET loop on keys of the slots FIRST_SLOT..=LAST_SLOT for SECONDS after
         printing `ready` (the caller kills that shard's leader then). Prints one `error`
         line per failed operation (time since `ready`, exception) and a final
@@ -16,8 +18,8 @@ The shapes follow how people use Redis: API-call counters with EXPIRE, job queue
 shopping carts in hashes, tag search with set algebra, leaderboards in sorted sets.
 Multi-key commands use `{tag}` keys so that their keys share a slot.
 
-Not covered yet because slotraft does not serve them: EVAL/Lua scripts, Pub/Sub,
-and ASK redirects during slot migrations.
+Not covered here: Pub/Sub and slot migrations (the Rust suites in tests/cluster
+cover them).
 """
 
 import sys
@@ -36,6 +38,27 @@ from redis.exceptions import (
 
 CROSSSLOT_MESSAGE = "Keys in request don't hash to the same slot"
 
+# Set by `--plain`: a plain client through the router instead of RedisCluster.
+PLAIN = False
+
+
+def keyslot(key):
+    """Redis Cluster's hash slot of `key`: CRC16 (XMODEM) of it, or of its
+    first non-empty {tag}, modulo 16384."""
+    data = key.encode()
+    start = data.find(b"{")
+    if start != -1:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            data = data[start + 1 : end]
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+            crc &= 0xFFFF
+    return crc % 16384
+
 
 class ScenarioFailed(Exception):
     pass
@@ -47,6 +70,8 @@ def expect(actual, expected, what):
 
 
 def connect(host, port, **options):
+    if PLAIN:
+        return redis.Redis(host=host, port=port, decode_responses=True, socket_timeout=5)
     return RedisCluster(
         startup_nodes=[ClusterNode(host, port)],
         decode_responses=True,
@@ -237,25 +262,46 @@ def leaderboard(rc):
 
 def spread(rc):
     keys = [f"user:{number}:profile" for number in range(500)]
-    # The cluster pipeline groups the writes by node and sends each group in one go.
-    pipe = rc.pipeline()
+    # The cluster pipeline groups the writes by node and sends each group in one go;
+    # a plain pipeline (not a transaction) goes to the router, which does the same.
+    pipe = rc.pipeline(transaction=False) if PLAIN else rc.pipeline()
     for number, key in enumerate(keys):
         pipe.set(key, f"profile-{number}")
     expect(pipe.execute(), [True] * 500, "pipelined SETs")
     for number, key in enumerate(keys):
         expect(rc.get(key), f"profile-{number}", f"GET {key}")
+    mget = rc.mget if PLAIN else rc.mget_nonatomic
     expect(
-        rc.mget_nonatomic(keys[:50]),
+        mget(keys[:50]),
         [f"profile-{n}" for n in range(50)],
         "MGET split by slot",
     )
-    primaries = {rc.get_node_from_key(key).name for key in keys}
-    expect(len(primaries), 3, "number of shard leaders the 500 keys landed on")
-    expect(len({rc.keyslot(key) for key in keys}), 500, "distinct slots of 500 keys")
+    if not PLAIN:
+        primaries = {rc.get_node_from_key(key).name for key in keys}
+        expect(len(primaries), 3, "number of shard leaders the 500 keys landed on")
+        expect({rc.keyslot(key) for key in keys}, {keyslot(key) for key in keys}, "slots")
+    expect(len({keyslot(key) for key in keys}), 500, "distinct slots of 500 keys")
     expect(rc.delete(*keys[:100]), 100, "DEL of 100 keys across slots")
 
 
+def crossslot_through_the_router(rc):
+    # The router splits MSET/MGET/DEL/EXISTS by slot (MSET is then not atomic)...
+    expect(rc.mset({"a": "1", "b": "2", "{a}x": "3"}), True, "MSET across slots")
+    expect(rc.mget("a", "b", "{a}x"), ["1", "2", "3"], "MGET across slots")
+    expect(rc.exists("a", "b", "missing"), 2, "EXISTS across slots")
+    # ...and passes the server's CROSSSLOT on for everything else.
+    for command in [("SINTER", "a", "b"), ("RPOPLPUSH", "a", "b"), ("RENAME", "a", "b")]:
+        try:
+            rc.execute_command(*command)
+            raise ScenarioFailed(f"{command[0]} across slots succeeded")
+        except ResponseError as error:
+            # A plain client keeps the error code in the message.
+            expect(str(error), f"CROSSSLOT {CROSSSLOT_MESSAGE}", f"{command[0]} across slots")
+
+
 def crossslot(rc, host, port):
+    if PLAIN:
+        return crossslot_through_the_router(rc)
     # redis-py refuses MSET across slots itself...
     try:
         rc.mset({"a": "1", "b": "2"})
@@ -288,8 +334,12 @@ def transaction(rc):
     # cluster client's pipelines are not transactions).
     rc.set("{acct}:alice", 100)
     rc.set("{acct}:bob", 0)
-    node = rc.get_node_from_key("{acct}:alice")
-    direct = redis.Redis(host=node.host, port=node.port, decode_responses=True)
+    if PLAIN:
+        # The router pins WATCH and MULTI to the slot's node itself.
+        direct = rc
+    else:
+        node = rc.get_node_from_key("{acct}:alice")
+        direct = redis.Redis(host=node.host, port=node.port, decode_responses=True)
     with direct.pipeline(transaction=True) as pipe:
         pipe.watch("{acct}:alice")
         balance = int(pipe.get("{acct}:alice"))
@@ -310,7 +360,8 @@ def transaction(rc):
         except WatchError:
             pass
     expect(rc.get("{acct}:alice"), "71", "balance after the aborted transfer")
-    direct.close()
+    if not PLAIN:
+        direct.close()
 
 
 SLIDING_WINDOW = """
@@ -388,7 +439,7 @@ def run_failover(host, port, first_slot, last_slot, seconds):
     number = 0
     while len(keys) < 16:
         key = f"failover:{number}"
-        if first_slot <= rc.keyslot(key) <= last_slot:
+        if first_slot <= keyslot(key) <= last_slot:
             keys.append(key)
         number += 1
     # What each key may hold: exactly one value once a SET was acknowledged, the old and
@@ -449,6 +500,10 @@ def run_failover(host, port, first_slot, last_slot, seconds):
 
 
 def main(argv):
+    global PLAIN
+    if argv[1:2] == ["--plain"]:
+        PLAIN = True
+        argv = argv[:1] + argv[2:]
     if len(argv) < 2 or ":" not in argv[1]:
         print(__doc__, file=sys.stderr)
         return 2

@@ -1,16 +1,16 @@
 //! Real cluster clients against a real cluster: redis-py's `RedisCluster` and ioredis's
 //! `Cluster` run the everyday scenarios of `tests/clients/scenario.{py,js}`, and keep
-//! working when a shard's leader is killed under them.
+//! working when a shard's leader is killed under them. A plain redis-py client (no
+//! cluster support) does the same through `slotraft router`.
 //!
 //! `cargo xtask ci` installs the pinned client libraries under `target/clients/` and
 //! passes their locations in `SLOTRAFT_PYTHON`, `SLOTRAFT_PYTHONPATH`, `SLOTRAFT_NODE`
 //! and `SLOTRAFT_NODE_PATH`; `cargo xtask tools` prints them for a plain
 //! `cargo nextest run`. A missing variable fails the test, never skips it.
 //!
-//! Pending until slotraft serves them: EVAL/Lua scripts, Pub/Sub, and ASK
-//! redirects during slot migrations.
 
 use slotraft_tests::support::cluster::Cluster;
+use slotraft_tests::support::router::Router;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -30,6 +30,8 @@ const FAILOVER_OUTAGE_MAX: Duration = Duration::from_secs(3);
 enum Client {
     RedisPy,
     Ioredis,
+    /// redis-py's plain `redis.Redis`, through the router.
+    RedisPyPlain,
 }
 
 impl Client {
@@ -37,13 +39,14 @@ impl Client {
         match self {
             Client::RedisPy => "redis-py",
             Client::Ioredis => "ioredis",
+            Client::RedisPyPlain => "redis-py plain through the router",
         }
     }
 
     /// The interpreter ready to run this client's scenario script with `arguments`.
     fn command(self, arguments: &[String]) -> Command {
         let (interpreter, library_path, library_variable, script) = match self {
-            Client::RedisPy => (
+            Client::RedisPy | Client::RedisPyPlain => (
                 "SLOTRAFT_PYTHON",
                 "SLOTRAFT_PYTHONPATH",
                 "PYTHONPATH",
@@ -63,6 +66,7 @@ impl Client {
                     .join("clients")
                     .join(script),
             )
+            .args(matches!(self, Client::RedisPyPlain).then_some("--plain"))
             .args(arguments)
             .env(library_variable, required_variable(library_path))
             .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -188,9 +192,28 @@ fn startup_address(cluster: &Cluster) -> String {
     format!("127.0.0.1:{}", cluster.members[0].port)
 }
 
+/// Where `client` connects: a node for cluster clients; for a plain client, a
+/// router started over the cluster (returned too, so it lives as long as the test).
+fn entry_point(client: Client, cluster: &Cluster) -> (String, Option<Router>) {
+    match client {
+        Client::RedisPyPlain => {
+            let seeds: Vec<String> = cluster
+                .members
+                .iter()
+                .map(|member| format!("127.0.0.1:{}", member.port))
+                .collect();
+            let router = Router::start(&seeds, &[]);
+            router.wait_serving();
+            (format!("127.0.0.1:{}", router.port), Some(router))
+        }
+        _ => (startup_address(cluster), None),
+    }
+}
+
 fn run_scenarios(client: Client) {
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
-    let mut script = Script::start(client, &[startup_address(&cluster)]);
+    let (address, _router) = entry_point(client, &cluster);
+    let mut script = Script::start(client, &[address]);
     let succeeded = script.finish(Instant::now() + SCENARIO_TIMEOUT);
     let report = script.report();
     assert!(
@@ -224,6 +247,11 @@ fn run_scenarios(client: Client) {
 #[test]
 fn redis_py_cluster_client_runs_the_scenarios() {
     run_scenarios(Client::RedisPy);
+}
+
+#[test]
+fn redis_py_plain_client_runs_the_scenarios_through_the_router() {
+    run_scenarios(Client::RedisPyPlain);
 }
 
 #[test]
@@ -324,10 +352,11 @@ fn survive_a_killed_leader(client: Client) {
         .position(|member| member.port == leader_port)
         .expect("the leader is a member");
 
+    let (address, _router) = entry_point(client, &cluster);
     let mut script = Script::start(
         client,
         &[
-            startup_address(&cluster),
+            address,
             "failover".to_owned(),
             first_slot.to_string(),
             last_slot.to_string(),
@@ -425,4 +454,55 @@ fn redis_py_cluster_client_survives_a_killed_shard_leader() {
 #[test]
 fn ioredis_cluster_client_survives_a_killed_shard_leader() {
     survive_a_killed_leader(Client::Ioredis);
+}
+
+#[test]
+fn redis_py_plain_client_survives_a_killed_shard_leader_through_the_router() {
+    survive_a_killed_leader(Client::RedisPyPlain);
+}
+
+/// The plain client's SET/GET loop runs on the slots a reshard moves: through the
+/// router, the migration is invisible (no error at all, every read consistent).
+#[test]
+fn redis_py_plain_client_sees_no_error_during_a_reshard_through_the_router() {
+    let client = Client::RedisPyPlain;
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let (address, _router) = entry_point(client, &cluster);
+    // `reshard --from 1 --to 2 --slots 16` moves shard 1's first 16 slots.
+    let mut script = Script::start(
+        client,
+        &[
+            address,
+            "failover".to_owned(),
+            "0".to_owned(),
+            "15".to_owned(),
+            "4".to_owned(),
+        ],
+    );
+    let deadline = Instant::now() + SCENARIO_TIMEOUT;
+    loop {
+        match script.next_line(deadline) {
+            Some(line) if line == "ready" => break,
+            Some(_) => {}
+            None => panic!("the script ended before `ready`\n{}", script.report()),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let output = Command::new(slotraft_tests::support::binary())
+        .args(["cluster", "reshard", &startup_address(&cluster)])
+        .args(["--from", "1", "--to", "2", "--slots", "16"])
+        .output()
+        .expect("run slotraft cluster reshard");
+    assert!(output.status.success(), "reshard failed: {output:?}");
+    let succeeded = script.finish(deadline);
+    let report = script.report();
+    assert!(succeeded, "the loop failed\n{report}");
+    let summary = script
+        .transcript
+        .iter()
+        .find(|line| line.starts_with("summary "))
+        .map(|line| parse_summary(line))
+        .unwrap_or_else(|| panic!("no summary line\n{report}"));
+    assert!(summary.ops > 100, "{summary:?}\n{report}");
+    assert_eq!(summary.errors, 0, "errors during the reshard\n{report}");
 }
