@@ -467,8 +467,25 @@ async fn drive(
                 .leader_among(&all)
                 .and_then(|id| handles.get(id))
                 .map(|leader| format!("{:?}", leader.metrics().membership_config));
+            let replicas: Vec<String> = all
+                .iter()
+                .filter_map(|id| handles.get(*id))
+                .map(|group| {
+                    let metrics = group.metrics();
+                    format!(
+                        "node{} {:?} term {} leader {:?} vote {} last log {:?} committed {:?}",
+                        group.node_id,
+                        metrics.state,
+                        metrics.current_term,
+                        metrics.current_leader,
+                        metrics.vote,
+                        metrics.last_log_index,
+                        metrics.local_committed.map(|id| id.index)
+                    )
+                })
+                .collect();
             return Err(format!(
-                "the replicas did not all become voters again after healing (changes pending: {}; leader's membership: {state:?})",
+                "the replicas did not all become voters again after healing (changes pending: {}; leader's membership: {state:?}; replicas: {replicas:?})",
                 !membership.is_idle()
             ));
         }
@@ -634,10 +651,8 @@ async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
         return false;
     }
     let proposal = leader.raft.change_membership(voters, true);
-    matches!(
-        tokio::time::timeout(Duration::from_secs(3), proposal).await,
-        Ok(Ok(_))
-    )
+    let outcome = tokio::time::timeout(Duration::from_secs(3), proposal).await;
+    matches!(outcome, Ok(Ok(_)))
 }
 
 /// True when the leader's committed membership has every replica as a voter.
