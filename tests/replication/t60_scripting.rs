@@ -91,14 +91,36 @@ fn assert_replicas_agree(group: &Group, leader: usize) -> String {
     let applied = field(group, leader, "raft_last_applied");
     assert!(applied > 0, "the leader reports no applied index");
     group.wait_applied(applied, Duration::from_secs(10));
-    let digests: Vec<String> = (0..group.members.len())
-        .filter(|index| group.is_running(*index))
-        .map(|index| group.digest(index))
-        .collect();
-    assert!(
-        digests.iter().all(|digest| digest == &digests[0]),
-        "replicas diverged: {digests:?}"
-    );
+    // The applied index comes from Raft's metrics, which can run a moment
+    // ahead of a snapshot being installed: give the states a moment to meet.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let digests = loop {
+        let digests: Vec<String> = (0..group.members.len())
+            .filter(|index| group.is_running(*index))
+            .map(|index| group.digest(index))
+            .collect();
+        if digests.iter().all(|digest| digest == &digests[0]) || Instant::now() > deadline {
+            break digests;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if digests.iter().any(|digest| digest != &digests[0]) {
+        // What each replica holds, to tell a lagging replica from a diverged one.
+        let states: Vec<String> = (0..group.members.len())
+            .filter(|index| group.is_running(*index))
+            .map(|index| {
+                let mut connection = readonly_client(group, index);
+                let size: i64 = query(&mut connection, &["DBSIZE"]).unwrap_or(-1);
+                format!(
+                    "replica {index}: applied {} snapshot {} keys {size} digest {}",
+                    field(group, index, "raft_last_applied"),
+                    field(group, index, "raft_snapshot_index"),
+                    group.digest(index)
+                )
+            })
+            .collect();
+        panic!("replicas diverged (leader {leader} applied {applied}): {states:#?}");
+    }
     assert_ne!(digests[0], "0".repeat(40));
     digests[0].clone()
 }
