@@ -652,6 +652,19 @@ async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
     }
     let proposal = leader.raft.change_membership(voters, true);
     let outcome = tokio::time::timeout(Duration::from_secs(3), proposal).await;
+    // `SIM_DEBUG=1` shows why a change was refused (the open liveness finding).
+    if std::env::var_os("SIM_DEBUG").is_some() && !matches!(outcome, Ok(Ok(_))) {
+        let metrics = leader.metrics();
+        eprintln!(
+            "{:?} node{} {event:?}: {:?}; quorum acked at {:?}; heartbeat acks {:?}; matched {:?}",
+            turmoil::sim_elapsed(),
+            leader.node_id,
+            outcome.as_ref().map(|result| result.as_ref().err()),
+            metrics.last_quorum_acked,
+            metrics.heartbeat,
+            metrics.replication
+        );
+    }
     matches!(outcome, Ok(Ok(_)))
 }
 
