@@ -341,18 +341,22 @@ impl Host<'_, '_> {
             membership,
         } = self;
         match *event {
-            Event::Partition(a, b) => sim.partition(host_name(a), host_name(b)),
-            Event::Repair(a, b) => sim.repair(host_name(a), host_name(b)),
-            Event::PartitionOneWay { from, to } => {
-                sim.partition_oneway(host_name(from), host_name(to))
-            }
-            Event::RepairOneWay { from, to } => sim.repair_oneway(host_name(from), host_name(to)),
+            // A partition as TCP sees it: the link stalls (turmoil holds its
+            // segments) and what was sent arrives once it heals, in order.
+            // turmoil's own partitions drop segments from a stream that
+            // stays open, which no TCP connection does, and left replies
+            // missing from the middle of live HTTP/2 connections. A one-way
+            // loss stalls TCP both ways, since acknowledgements cannot pass.
+            Event::Partition(a, b) => sim.hold(host_name(a), host_name(b)),
+            Event::Repair(a, b) => sim.release(host_name(a), host_name(b)),
+            Event::PartitionOneWay { from, to } => sim.hold(host_name(from), host_name(to)),
+            Event::RepairOneWay { from, to } => sim.release(host_name(from), host_name(to)),
             Event::IsolateLeader(length) => {
                 let all: Vec<u64> = (1..=nodes).collect();
                 let leader = handles.leader_among(&all)?;
                 let repair_at = sim.elapsed() + length;
                 for other in all.iter().filter(|other| **other != leader) {
-                    sim.partition(host_name(leader), host_name(*other));
+                    sim.hold(host_name(leader), host_name(*other));
                     later.push((repair_at, Event::Repair(leader, *other)));
                 }
                 return Some(format!("isolate leader node{leader}"));

@@ -96,19 +96,19 @@ fn stale_follower_reads_are_caught_by_the_checkers() {
 
 /// A restarted leader used to restore its leadership without an election
 /// and serve reads that missed writes it had acknowledged (its committed index
-/// on disk was behind): first seen at seed 8 of the first sweep; with the
-/// present harness seeds 38, 99, 103, 105 and 158 of 1..=200 fail that way
-/// when the restore is enabled. Fixed by requiring an election after a
-/// restart; seed 38 stays as the regression test.
+/// on disk was behind): first seen at seed 8 of the first sweep. With the
+/// present harness, seeds 7, 35, 103, 105 and 144 of 1..=300 fail that way when
+/// the restore is enabled; seed 7 stays as the regression test.
 #[test]
-fn seed_38_a_restarted_leader_serves_no_stale_read() {
-    let report = run(&Config::new(38));
+fn seed_7_a_restarted_leader_serves_no_stale_read() {
+    let report = run(&Config::new(7));
     assert!(report.passed(), "{report:?}");
 }
 
 /// A leader that demoted itself to learner kept leading with a lapsed lease
 /// and no other replica was elected: the group stalled. Membership changes
-/// now hand leadership over before demoting the leader.
+/// now hand leadership over before demoting the leader. (Found while
+/// partitions still dropped TCP segments; kept as a regression run.)
 #[test]
 fn seed_428_a_demoted_leader_hands_over_first() {
     let report = run(&Config::new(428));
@@ -117,7 +117,9 @@ fn seed_428_a_demoted_leader_hands_over_first() {
 
 /// A leader that handed its leadership over still passed its own lease check
 /// and served a stale read while the new leader took writes. The lease no
-/// longer vouches for reads once a hand-over starts.
+/// longer vouches for reads once a hand-over starts. (Found while partitions
+/// still dropped TCP segments; with partitions as stalls, 1,000 seeds did not
+/// reproduce it without the fix. Kept as a regression run.)
 #[test]
 fn seed_268_a_leader_handing_over_serves_no_lease_read() {
     let report = run(&Config::new(268));
@@ -127,8 +129,10 @@ fn seed_268_a_leader_handing_over_serves_no_lease_read() {
 /// Log time was not kept in snapshots: a replica restored from one applied
 /// later entries at their own (skewed) leader time instead of the group's
 /// log time, and its digest diverged (a TTL set from the script's TIME).
+/// First seen at seed 1329; with the present harness seed 829 is the one of
+/// 1..=1500 that fails without the fix.
 #[test]
-fn seed_1329_log_time_survives_snapshots() {
-    let report = run(&Config::new(1329));
+fn seed_829_log_time_survives_snapshots() {
+    let report = run(&Config::new(829));
     assert!(report.passed(), "{report:?}");
 }
