@@ -10,16 +10,18 @@ use crate::rng::Rng;
 /// The kinds of fault a schedule may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// A replica cut off from another, both ways.
+    /// A replica cut off from another, both ways. Applied as TCP sees it: the
+    /// link stalls and delivers what was sent, in order, once repaired.
     Partition,
-    /// Messages from one replica to another dropped, the reverse kept.
+    /// Packets from one replica to another lost; to TCP that stalls the
+    /// connection both ways, so it is applied as a stall of the link.
     OneWay,
-    /// The current leader cut off from every other replica.
+    /// The current leader cut off from every other replica (stalled links).
     IsolateLeader,
     /// A replica crashed and restarted later from its files.
     Crash,
-    /// Messages between two replicas held back, then delivered at once
-    /// (delay and reordering relative to other links).
+    /// Messages between two replicas held back for at most 1.5 s, then
+    /// delivered at once (delay and reordering relative to other links).
     Delay,
     /// Message latency raised for a while.
     SlowNetwork,
