@@ -61,9 +61,10 @@ Subcommands:
                               membership (default all)
              --window-ms MS   how long the workload runs under faults (default 10000)
              --threads T      seeds run side by side (default: the cores)
-             --mutation stale-reads
-                              deliberately read followers as if linearizable, to
-                              show the checkers catch it
+             --mutation stale-reads|ack-before-commit
+                              deliberately read followers as if linearizable, or
+                              acknowledge writes whose commit is not confirmed,
+                              to show the checkers catch it
              --verbose        a line per seed
   tools    Install the Redis tools and client libraries if missing, print their
            versions and the variables the cluster client suites read.

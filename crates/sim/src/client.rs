@@ -60,6 +60,11 @@ pub struct Client {
     pub handles: Handles,
     pub history: History,
     pub read_mode: ReadMode,
+    /// Deliberately broken, to prove the checkers can fail: a SET or SADD
+    /// whose commit was not confirmed (the leader had only proposed it) is
+    /// reported to the application as done, as a server acknowledging
+    /// before commit would.
+    pub ack_before_commit: bool,
     /// The replicas' clocks (a request carries its replica's time).
     pub clocks: Clocks,
     rotation: usize,
@@ -74,6 +79,7 @@ impl Client {
             handles,
             history,
             read_mode: ReadMode::Linearizable,
+            ack_before_commit: false,
             clocks: Clocks::default(),
             rotation: id as usize,
         }
@@ -144,6 +150,13 @@ impl Client {
                 },
                 Proposal::Unknown | Proposal::Failed(_) => {
                     self.rotate();
+                    if self.ack_before_commit {
+                        match call {
+                            Call::Set(_) => return Outcome::Done(Observed::Ok),
+                            Call::SAdd(_) => return Outcome::Done(Observed::Integer(1)),
+                            _ => {}
+                        }
+                    }
                     return Outcome::Unknown;
                 }
             }

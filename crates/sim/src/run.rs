@@ -31,6 +31,8 @@ pub struct Config {
     pub window: Duration,
     pub faults: Vec<Kind>,
     pub read_mode: ReadMode,
+    /// The ack-before-commit mutation (see [`Client::ack_before_commit`]).
+    pub ack_before_commit: bool,
     pub storage: Storage,
     /// Bounds of the replicas' clock offsets (ms) and drifts (ppm).
     pub clock_offset_ms: u64,
@@ -46,6 +48,7 @@ impl Config {
             window: Duration::from_secs(10),
             faults: Kind::ALL.to_vec(),
             read_mode: ReadMode::Linearizable,
+            ack_before_commit: false,
             // Small, so snapshots are built, logs compacted and snapshots
             // installed on replicas that were down.
             storage: Storage {
@@ -65,10 +68,14 @@ impl Config {
         } else {
             faults.join(",")
         };
-        let mutation = match self.read_mode {
+        let mut mutation = match self.read_mode {
             ReadMode::Linearizable => "",
             ReadMode::AnyReplica => " --mutation stale-reads",
-        };
+        }
+        .to_string();
+        if self.ack_before_commit {
+            mutation.push_str(" --mutation ack-before-commit");
+        }
         format!(
             "cargo xtask sim --from {} --seeds 1 --faults {faults} --window-ms {}{mutation}",
             self.seed,
@@ -440,6 +447,7 @@ async fn drive(
     for id in 0..config.clients {
         let mut client = Client::new(id, nodes.clone(), handles.clone(), history.clone());
         client.read_mode = config.read_mode;
+        client.ack_before_commit = config.ack_before_commit;
         client.clocks = clocks.clone();
         let (mut rng, window) = (rng.fork(), config.window);
         clients.push(tokio::spawn(async move {

@@ -1,7 +1,7 @@
 //! The simulation's own acceptance: a fixed budget of seeds with every fault
-//! kind passes every checker; one seed replays exactly; and a deliberately
-//! broken read path (follower state read as if linearizable) is caught, which
-//! shows the checkers can fail.
+//! kind passes every checker; one seed replays exactly; and two deliberately
+//! broken builds are caught, which shows the checkers can fail: follower state
+//! read as if linearizable, and writes acknowledged before their commit.
 //!
 //! `SIM_SEEDS` (default 200) and `SIM_FROM` (default 1) size the sweep; a
 //! failing seed prints the one-line command that replays it.
@@ -91,6 +91,29 @@ fn stale_follower_reads_are_caught_by_the_checkers() {
     assert!(
         caught > 0,
         "reading followers as if linearizable went unnoticed in 20 seeds"
+    );
+}
+
+#[test]
+fn acknowledging_before_commit_is_caught_by_the_checkers() {
+    let template = Config {
+        ack_before_commit: true,
+        ..Config::new(0)
+    };
+    let summary = sweep(&template, 1, 20, threads(), &|_| {});
+    let caught = summary
+        .failures
+        .iter()
+        .filter(|(_, report)| {
+            report
+                .violations
+                .iter()
+                .any(|violation| matches!(violation.checker, "linearizable" | "no-lost-elements"))
+        })
+        .count();
+    assert!(
+        caught > 0,
+        "acknowledging writes before their commit went unnoticed in 20 seeds"
     );
 }
 

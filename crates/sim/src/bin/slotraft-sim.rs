@@ -1,5 +1,5 @@
 //! Sweeps simulation seeds: `slotraft-sim --seeds N [--from S] [--faults LIST]
-//! [--window-ms MS] [--threads T] [--mutation stale-reads] [--verbose]`.
+//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--verbose]`.
 //! `cargo xtask sim` builds and runs it in release mode.
 
 use std::process::ExitCode;
@@ -10,7 +10,7 @@ use sim::faults::Kind;
 use sim::run::Config;
 use sim::sweep::sweep;
 
-const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads] [--verbose]";
+const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--verbose]";
 
 fn main() -> ExitCode {
     match parse(std::env::args().skip(1).collect()) {
@@ -58,7 +58,12 @@ fn parse(arguments: Vec<String>) -> Result<Options, String> {
             "--faults" => options.template.faults = Kind::parse_list(&value("--faults")?)?,
             "--mutation" => match value("--mutation")?.as_str() {
                 "stale-reads" => options.template.read_mode = ReadMode::AnyReplica,
-                other => return Err(format!("unknown mutation {other:?} (known: stale-reads)")),
+                "ack-before-commit" => options.template.ack_before_commit = true,
+                other => {
+                    return Err(format!(
+                        "unknown mutation {other:?} (known: stale-reads, ack-before-commit)"
+                    ))
+                }
             },
             "--verbose" => options.verbose = true,
             "-h" | "--help" => return Err("help".into()),
