@@ -154,8 +154,9 @@ impl ShardGroup {
     /// 268). Reads then confirm leadership with a heartbeat round, which the
     /// voters refuse once they follow the new term.
     pub async fn transfer_leadership(&self, to: NodeId) {
-        self.handed_over_in
-            .store(metrics_term(self) + 1, Ordering::SeqCst);
+        use openraft::async_runtime::WatchReceiver;
+        let term = self.raft.metrics().borrow_watched().current_term;
+        self.handed_over_in.store(term + 1, Ordering::SeqCst);
         let _ = self.raft.trigger().transfer_leader(to).await;
     }
 
@@ -180,14 +181,12 @@ impl ShardGroup {
         let Some(applied) = applied else {
             return false;
         };
-        if self.handed_over_in.load(Ordering::SeqCst) == metrics_term(self) + 1 {
-            return false;
-        }
         let watch = self.raft.metrics();
         let metrics = watch.borrow_watched();
         if metrics.state != openraft::ServerState::Leader
             || applied.leader_id.term != metrics.current_term
             || applied.leader_id.node_id != self.node_id
+            || self.handed_over_in.load(Ordering::SeqCst) == metrics.current_term + 1
         {
             return false;
         }
@@ -198,12 +197,6 @@ impl ShardGroup {
         let now = openraft::alias::InstantOf::<TypeConfig>::now();
         now < **acked + lease
     }
-}
-
-/// The group's current term, from its metrics.
-fn metrics_term(group: &ShardGroup) -> u64 {
-    use openraft::async_runtime::WatchReceiver;
-    group.raft.metrics().borrow_watched().current_term
 }
 
 /// The groups hosted on this node, by id; serves the node's Raft RPCs.

@@ -91,6 +91,18 @@ impl Client {
         self.node = self.nodes[self.rotation % self.nodes.len()];
     }
 
+    /// Goes where a refusal pointed (as a client follows MOVED); without a
+    /// new leader named, tries the next replica a moment later.
+    async fn follow(&mut self, leader: Option<NodeId>) {
+        match leader {
+            Some(leader) if leader != self.node => self.node = leader,
+            _ => {
+                self.rotate();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// Performs `call` on `key`, records it and returns its outcome.
     pub async fn perform(&mut self, key: &str, call: Call, seed: u64) -> Outcome {
         let invoked = now_ns();
@@ -141,13 +153,7 @@ impl Client {
                         replies => Outcome::Done(observe_all(replies)),
                     }
                 }
-                Proposal::Refused(forward) => match forward.leader_id {
-                    Some(leader) if leader != self.node => self.node = leader,
-                    _ => {
-                        self.rotate();
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                },
+                Proposal::Refused(forward) => self.follow(forward.leader_id).await,
                 Proposal::Unknown | Proposal::Failed(_) => {
                     self.rotate();
                     if self.ack_before_commit {
@@ -176,13 +182,7 @@ impl Client {
                 match group.check_read().await {
                     Ok(()) => {}
                     Err(ReadRefusal::NotLeader(forward)) => {
-                        match forward.leader_id {
-                            Some(leader) if leader != self.node => self.node = leader,
-                            _ => {
-                                self.rotate();
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                            }
-                        }
+                        self.follow(forward.leader_id).await;
                         continue;
                     }
                     Err(ReadRefusal::Down) => {

@@ -71,25 +71,28 @@ fn one_seed_replays_the_same_trace() {
     );
 }
 
-#[test]
-fn stale_follower_reads_are_caught_by_the_checkers() {
-    let template = Config {
-        read_mode: ReadMode::AnyReplica,
-        ..Config::new(0)
-    };
-    let summary = sweep(&template, 1, 20, threads(), &|_| {});
-    let caught = summary
+/// How many of seeds 1..=20 of `template` some of `checkers` flagged.
+fn flagged(template: &Config, checkers: &[&str]) -> usize {
+    sweep(template, 1, 20, threads(), &|_| {})
         .failures
         .iter()
         .filter(|(_, report)| {
             report
                 .violations
                 .iter()
-                .any(|violation| violation.checker == "linearizable")
+                .any(|violation| checkers.contains(&violation.checker))
         })
-        .count();
+        .count()
+}
+
+#[test]
+fn stale_follower_reads_are_caught_by_the_checkers() {
+    let template = Config {
+        read_mode: ReadMode::AnyReplica,
+        ..Config::new(0)
+    };
     assert!(
-        caught > 0,
+        flagged(&template, &["linearizable"]) > 0,
         "reading followers as if linearizable went unnoticed in 20 seeds"
     );
 }
@@ -100,21 +103,16 @@ fn acknowledging_before_commit_is_caught_by_the_checkers() {
         ack_before_commit: true,
         ..Config::new(0)
     };
-    let summary = sweep(&template, 1, 20, threads(), &|_| {});
-    let caught = summary
-        .failures
-        .iter()
-        .filter(|(_, report)| {
-            report
-                .violations
-                .iter()
-                .any(|violation| matches!(violation.checker, "linearizable" | "no-lost-elements"))
-        })
-        .count();
     assert!(
-        caught > 0,
+        flagged(&template, &["linearizable", "no-lost-elements"]) > 0,
         "acknowledging writes before their commit went unnoticed in 20 seeds"
     );
+}
+
+/// Runs a seed pinned to a bug it once found; it must pass every checker.
+fn pinned(seed: u64) {
+    let report = run(&Config::new(seed));
+    assert!(report.passed(), "seed {seed}: {report:?}");
 }
 
 /// A restarted leader used to restore its leadership without an election
@@ -124,8 +122,7 @@ fn acknowledging_before_commit_is_caught_by_the_checkers() {
 /// the restore is enabled; seed 7 stays as the regression test.
 #[test]
 fn seed_7_a_restarted_leader_serves_no_stale_read() {
-    let report = run(&Config::new(7));
-    assert!(report.passed(), "{report:?}");
+    pinned(7);
 }
 
 /// A leader that demoted itself to learner kept leading with a lapsed lease
@@ -134,8 +131,7 @@ fn seed_7_a_restarted_leader_serves_no_stale_read() {
 /// partitions still dropped TCP segments; kept as a regression run.)
 #[test]
 fn seed_428_a_demoted_leader_hands_over_first() {
-    let report = run(&Config::new(428));
-    assert!(report.passed(), "{report:?}");
+    pinned(428);
 }
 
 /// A leader that handed its leadership over still passed its own lease check
@@ -145,8 +141,7 @@ fn seed_428_a_demoted_leader_hands_over_first() {
 /// reproduce it without the fix. Kept as a regression run.)
 #[test]
 fn seed_268_a_leader_handing_over_serves_no_lease_read() {
-    let report = run(&Config::new(268));
-    assert!(report.passed(), "{report:?}");
+    pinned(268);
 }
 
 /// Log time was not kept in snapshots: a replica restored from one applied
@@ -156,6 +151,5 @@ fn seed_268_a_leader_handing_over_serves_no_lease_read() {
 /// 1..=1500 that fails without the fix.
 #[test]
 fn seed_829_log_time_survives_snapshots() {
-    let report = run(&Config::new(829));
-    assert!(report.passed(), "{report:?}");
+    pinned(829);
 }

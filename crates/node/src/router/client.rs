@@ -188,38 +188,43 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                     }
                 }
                 next += run.len();
-            } else if client.multi.is_none() && starts_relay(&requests[next]) {
-                // Pub/Sub: from here on the connection is relayed to a node.
-                let rest = requests.split_off(next);
-                relay::run(
-                    client.router.clone(),
-                    stream,
-                    client.protocol,
-                    rest,
-                    parser,
-                    input,
-                    output,
-                )
-                .await;
-                return;
-            } else if let Some(replies) = client
-                .multi
-                .is_none()
-                .then(|| unsubscribe_replies(&requests[next]))
-                .flatten()
-            {
-                for reply in &replies {
-                    resp::encode(reply, client.protocol, &mut output);
-                }
-                next += 1;
             } else {
                 let arguments = std::mem::take(&mut requests[next]);
                 next += 1;
-                let (reply, close) = client.handle(arguments).await;
-                resp::encode(&reply, client.protocol, &mut output);
-                if close {
-                    let _ = stream.write_all(&output).await;
+                let resolved = keyspace::commands::resolve(&arguments);
+                let name = resolved.as_ref().ok().map(|spec| spec.name);
+                let plain = client.multi.is_none();
+                if plain && name.is_some_and(relay::starts_relay) {
+                    // Pub/Sub: from here on the connection is relayed to a node.
+                    let rest: Vec<Vec<Bytes>> = std::iter::once(arguments)
+                        .chain(requests.drain(next..))
+                        .collect();
+                    relay::run(
+                        client.router.clone(),
+                        stream,
+                        client.protocol,
+                        rest,
+                        parser,
+                        input,
+                        output,
+                    )
+                    .await;
                     return;
+                }
+                match name {
+                    Some(name @ ("unsubscribe" | "punsubscribe" | "sunsubscribe")) if plain => {
+                        for reply in unsubscribed(name, &arguments) {
+                            resp::encode(&reply, client.protocol, &mut output);
+                        }
+                    }
+                    _ => {
+                        let (reply, close) = client.handle(arguments, resolved).await;
+                        resp::encode(&reply, client.protocol, &mut output);
+                        if close {
+                            let _ = stream.write_all(&output).await;
+                            return;
+                        }
+                    }
                 }
             }
             if output.len() >= OUTPUT_FLUSH_BYTES {
@@ -305,11 +310,6 @@ const ROUTER_COMMANDS: &[&str] = &[
     "script|exists",
 ];
 
-/// Whether a request starts a Pub/Sub relay.
-fn starts_relay(arguments: &[Bytes]) -> bool {
-    keyspace::commands::resolve(arguments).is_ok_and(|spec| relay::starts_relay(spec.name))
-}
-
 /// UNSUBSCRIBE and relatives on a connection with no subscriptions: one
 /// reply per channel named, or one with a null channel.
 fn unsubscribed(name: &str, arguments: &[Bytes]) -> Vec<Frame> {
@@ -332,13 +332,6 @@ fn unsubscribed(name: &str, arguments: &[Bytes]) -> Vec<Frame> {
             Frame::Integer(0),
         ])]
     }
-}
-
-/// The replies to an UNSUBSCRIBE-like request outside a relay, if it is one.
-fn unsubscribe_replies(arguments: &[Bytes]) -> Option<Vec<Frame>> {
-    let spec = keyspace::commands::resolve(arguments).ok()?;
-    matches!(spec.name, "unsubscribe" | "punsubscribe" | "sunsubscribe")
-        .then(|| unsubscribed(spec.name, arguments))
 }
 
 /// The read limit for a blocking command: its own timeout plus the usual
@@ -485,9 +478,14 @@ impl Client {
         answers
     }
 
-    /// Answers one request; true when the connection should close after it.
-    async fn handle(&mut self, arguments: Vec<Bytes>) -> (Frame, bool) {
-        let spec = match keyspace::commands::resolve(&arguments) {
+    /// Answers one request (`resolved` is its command, or the error for an
+    /// unknown one); true when the connection should close after it.
+    async fn handle(
+        &mut self,
+        arguments: Vec<Bytes>,
+        resolved: Result<&'static CommandSpec, Frame>,
+    ) -> (Frame, bool) {
+        let spec = match resolved {
             Ok(spec) => spec,
             Err(error) => {
                 if let Some(multi) = &mut self.multi {
@@ -557,14 +555,10 @@ impl Client {
                 self.upstreams.set_protocol(Protocol::Resp2);
                 Frame::simple("RESET")
             }
-            // Outside a relay there is nothing to unsubscribe from; Redis
-            // answers with one reply per channel, or one with a null channel.
-            "unsubscribe" | "punsubscribe" | "sunsubscribe" => {
-                unsubscribed(spec.name, &arguments).remove(0)
-            }
-            "subscribe" | "psubscribe" | "ssubscribe" => {
-                Frame::error("ERR subscriptions inside MULTI are not supported by the router")
-            }
+            // `serve` relays or answers these before they get here; never
+            // forward one into a pooled node connection.
+            "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
+            | "sunsubscribe" => Frame::error("ERR Pub/Sub is relayed only outside MULTI"),
             "monitor" => Frame::error("ERR MONITOR through the router is not supported yet"),
             "mget" | "mset" | "del" | "unlink" | "exists" | "touch" => {
                 whole::split(self, spec, &arguments).await
