@@ -96,6 +96,18 @@ enum Command {
         /// How often the slot map is refreshed besides on MOVED and failures.
         #[arg(long, default_value_t = 5_000)]
         refresh_interval_ms: u64,
+        /// Requests one client may have in flight; the router reads no more
+        /// of its input until they are answered.
+        #[arg(long, default_value_t = 256)]
+        pipeline_depth: usize,
+        /// Shared connections per node for plain writes (reads share one).
+        /// More let a node commit several batches at once; fewer gather more
+        /// writes into each batch.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+        links_per_node: u64,
+        /// Worker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
     },
     /// Administer a cluster of running nodes (`--cluster-enabled yes`).
     Cluster {
@@ -204,6 +216,9 @@ fn main() -> anyhow::Result<()> {
             maxclients,
             upstream_timeout_ms,
             refresh_interval_ms,
+            pipeline_depth,
+            links_per_node,
+            threads,
         } => {
             let options = router::RouterOptions {
                 bind,
@@ -212,8 +227,14 @@ fn main() -> anyhow::Result<()> {
                 max_clients: maxclients.max(1),
                 upstream_timeout: std::time::Duration::from_millis(upstream_timeout_ms.max(1)),
                 refresh_interval: std::time::Duration::from_millis(refresh_interval_ms),
+                pipeline_depth: pipeline_depth.max(1),
+                write_links: links_per_node,
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            if threads > 0 {
+                builder.worker_threads(threads);
+            }
+            let runtime = builder
                 .enable_all()
                 .build()
                 .context("starting the runtime")?;

@@ -5,7 +5,7 @@
 
 use super::topology::redirect_address;
 use super::upstream::{Failure, Upstreams};
-use super::{relay, whole, Router};
+use super::{pool, relay, whole, Router};
 use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
 use keyspace::CommandSpec;
@@ -29,8 +29,6 @@ const QUERY_BUFFER_LIMIT: usize = 1024 * 1024 * 1024;
 const OUTPUT_FLUSH_BYTES: usize = 64 * 1024;
 /// Commands one MULTI may queue in the router.
 const MAX_QUEUED: usize = 100_000;
-/// Requests taken from a client's input per batch.
-const MAX_BATCH: usize = 256;
 
 pub const CLUSTER_DOWN: &str = "CLUSTERDOWN The cluster is down";
 pub const SLOT_NOT_SERVED: &str = "CLUSTERDOWN Hash slot not served";
@@ -160,7 +158,8 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
     loop {
         // Everything the client has sent so far (up to a bound) is one batch.
         let mut broken = None;
-        while requests.len() < MAX_BATCH {
+        let depth = client.router.pipeline_depth;
+        while requests.len() < depth {
             match parser.next_request(&mut input) {
                 Ok(Some(arguments)) => requests.push(arguments),
                 Ok(None) => break,
@@ -177,7 +176,7 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                 .iter()
                 .map_while(|arguments| client.pipelinable(arguments))
                 .collect();
-            if run.len() > 1 {
+            if !run.is_empty() {
                 let replies = client
                     .pipeline(&run, &requests[next..next + run.len()])
                     .await;
@@ -234,7 +233,7 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                 output.clear();
             }
         }
-        let full = requests.len() >= MAX_BATCH;
+        let full = requests.len() >= depth;
         requests.clear();
         if let Some(error) = broken {
             resp::encode(
@@ -264,6 +263,19 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
             Ok(_) => {}
         }
     }
+}
+
+/// How a node's share of a pipeline went out.
+enum Sent {
+    /// On a shared link: the replies arrive here.
+    Shared(tokio::sync::oneshot::Receiver<pool::Outcome>),
+    /// On the client's own connection: read them from there.
+    Own(Result<(), Failure>),
+}
+
+/// Scripts and functions: they may run long, so they stay off shared links.
+fn is_script(spec: &CommandSpec) -> bool {
+    spec.name.starts_with("eval") || spec.name.starts_with("fcall")
 }
 
 /// Commands the router answers, splits or queues itself (see
@@ -432,32 +444,44 @@ impl Client {
                 }
             }
         }
+        // Shares without scripts go to the shared links; a script may run
+        // long, so it keeps to the client's own connection.
         let mut sent = Vec::with_capacity(shares.len());
         for (address, indexes) in &shares {
             let batch: Vec<&[Bytes]> = indexes.iter().map(|index| &requests[*index][..]).collect();
-            sent.push(self.upstreams.send(address, &batch).await);
+            let scripted = indexes.iter().any(|index| is_script(run[*index].1));
+            if scripted {
+                sent.push(Sent::Own(self.upstreams.send(address, &batch).await));
+            } else {
+                let reads_only = indexes.iter().all(|index| {
+                    let spec = run[*index].1;
+                    spec.has(flags::READONLY) && !spec.is_write()
+                });
+                let lane = pool::Lane::of(reads_only, self.id, self.router.write_links);
+                let receiver = self
+                    .router
+                    .pool
+                    .submit(address, self.protocol, lane, &batch);
+                sent.push(Sent::Shared(receiver));
+            }
         }
         for ((address, indexes), sent) in shares.iter().zip(sent) {
-            if let Err(failure) = sent {
-                // Nothing of this share was run when connecting failed;
-                // after a failed write, only reads are retried.
-                for index in indexes {
-                    let retry = matches!(failure, Failure::Connect(_))
-                        || self.call_for(run[*index].1, &requests[*index]).retry_io;
-                    if !retry {
-                        replies[*index] = Some(Reply::Frame(failure.reply(address)));
-                    }
-                }
-                continue;
-            }
-            let (received, failure) = self.upstreams.receive_raw(address, indexes.len()).await;
+            let (received, failure) = match sent {
+                Sent::Shared(receiver) => pool::outcome(receiver).await,
+                Sent::Own(Ok(())) => self.upstreams.receive_raw(address, indexes.len()).await,
+                Sent::Own(Err(failure)) => (Vec::new(), Some(failure)),
+            };
             let answered = received.len();
             for (index, reply) in indexes.iter().zip(received) {
                 replies[*index] = Some(Reply::Raw(reply));
             }
             if let Some(failure) = failure {
+                // Nothing unanswered was run when connecting failed; after
+                // a failed write or read, only reads are retried.
                 for index in &indexes[answered..] {
-                    if !self.call_for(run[*index].1, &requests[*index]).retry_io {
+                    let retry = matches!(failure, Failure::Connect(_))
+                        || self.call_for(run[*index].1, &requests[*index]).retry_io;
+                    if !retry {
                         replies[*index] = Some(Reply::Frame(failure.reply(address)));
                     }
                 }

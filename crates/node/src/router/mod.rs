@@ -5,13 +5,16 @@
 //! backoff, so a client never sees a redirect), splits the multi-key commands
 //! whose Redis semantics allow it, and answers whole-cluster commands.
 //!
-//! Modules: `topology` (the slot map), `upstream` (a client's node
-//! connections, every step bounded by a timeout), `client` (one task per
+//! Modules: `topology` (the slot map), `pool` (node links shared by all
+//! clients for plain keyed commands), `upstream` (a client's own node
+//! connections, for what has connection state; every step bounded by a
+//! timeout), `client` (one task per
 //! client: parsing, local commands, MULTI, routing with redirects), `whole`
 //! (split multi-key commands and whole-cluster commands), `relay` (Pub/Sub:
 //! a subscribing client's connection relayed to one node).
 
 mod client;
+mod pool;
 mod relay;
 mod topology;
 mod upstream;
@@ -37,6 +40,10 @@ pub struct RouterOptions {
     pub upstream_timeout: Duration,
     /// How often the slot map is refreshed without being asked to.
     pub refresh_interval: Duration,
+    /// Requests one client may have in flight (the input read per batch).
+    pub pipeline_depth: usize,
+    /// Shared write links per node (reads share one).
+    pub write_links: u64,
 }
 
 /// State shared by every client task.
@@ -50,12 +57,19 @@ pub struct Router {
     next_client_id: AtomicU64,
     /// Why the last refresh failed (None after a success).
     refresh_error: RwLock<Option<String>>,
+    /// Shared node links for plain keyed commands.
+    pool: pool::Pool,
+    /// Requests taken from one client's input per batch.
+    pipeline_depth: usize,
+    /// Shared write links per node; a client's writes take one by its id.
+    write_links: u64,
 }
 
 const REFRESH_SPACING: Duration = Duration::from_millis(100);
 
 impl Router {
-    pub fn new(seeds: Vec<String>, upstream_timeout: Duration) -> Router {
+    pub fn new(options: &RouterOptions) -> Router {
+        let (seeds, upstream_timeout) = (options.seeds.clone(), options.upstream_timeout);
         Router {
             seeds,
             map: RwLock::new(Arc::new(SlotMap::default())),
@@ -63,6 +77,9 @@ impl Router {
             upstream_timeout,
             next_client_id: AtomicU64::new(1),
             refresh_error: RwLock::new(None),
+            pool: pool::Pool::new(upstream_timeout),
+            pipeline_depth: options.pipeline_depth,
+            write_links: options.write_links,
         }
     }
 
@@ -151,7 +168,7 @@ pub async fn run(options: RouterOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {address}"))?;
     let bound = listener.local_addr()?;
-    let router = Arc::new(Router::new(options.seeds.clone(), options.upstream_timeout));
+    let router = Arc::new(Router::new(&options));
     router.refresh().await;
     if router.map().is_empty() {
         tracing::warn!("no seed answered CLUSTER SLOTS yet; clients get errors until one does");

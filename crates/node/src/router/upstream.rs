@@ -7,9 +7,10 @@
 //! A client's pipeline is forwarded as a pipeline: its requests for several
 //! nodes are all sent before any reply is read (`send`, then `receive`).
 //!
-//! Next step (not built): a shared, multiplexed pool per node for the plain
-//! commands of all clients, keeping per-client connections only for WATCH,
-//! MULTI and blocking commands.
+//! The plain keyed commands of all clients share the multiplexed links of
+//! `pool`; these per-client connections carry what has connection state
+//! (WATCH, MULTI, ASKING, READONLY, blocking commands, scripts), the retries
+//! after redirects, and keyless commands.
 
 use bytes::{Buf, Bytes, BytesMut};
 use resp::{Frame, Protocol};
@@ -20,7 +21,7 @@ use tokio::net::TcpStream;
 
 /// The largest single reply accepted from a node (Redis's `proto-max-bulk-len`
 /// plus room for the framing of an aggregate).
-const MAX_REPLY_BYTES: usize = 512 * 1024 * 1024 + 64 * 1024;
+pub const MAX_REPLY_BYTES: usize = 512 * 1024 * 1024 + 64 * 1024;
 /// How many node connections one client may hold (a guard against a topology
 /// that names endless addresses).
 const MAX_CONNECTIONS_PER_CLIENT: usize = 256;
@@ -54,45 +55,57 @@ struct Connection {
     readonly: bool,
 }
 
+/// Connects to `address` and, for RESP3, switches the connection with
+/// HELLO 3. Nothing the client asked for is sent, so every failure here is a
+/// [`Failure::Connect`].
+pub async fn connect(
+    address: &str,
+    protocol: Protocol,
+    limit: Duration,
+) -> Result<TcpStream, Failure> {
+    let stream = match tokio::time::timeout(limit, TcpStream::connect(address)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => return Err(Failure::Connect(format!("connect: {error}"))),
+        Err(_) => return Err(Failure::Connect("connect timed out".to_string())),
+    };
+    let _ = stream.set_nodelay(true);
+    if protocol != Protocol::Resp3 {
+        return Ok(stream);
+    }
+    let mut connection = Connection {
+        stream,
+        buffer: BytesMut::with_capacity(1024),
+        readonly: false,
+    };
+    let hello = [Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")];
+    let reply = match connection.send(&[&hello[..]], limit).await {
+        Ok(()) => connection.read(Some(limit)).await,
+        Err(failure) => Err(failure),
+    };
+    match reply {
+        Ok(frame) if !frame.is_error() && connection.buffer.is_empty() => Ok(connection.stream),
+        Ok(frame) if !frame.is_error() => Err(Failure::Connect(
+            "unexpected bytes after HELLO 3".to_string(),
+        )),
+        Ok(frame) => Err(Failure::Connect(format!(
+            "HELLO 3 refused: {}",
+            String::from_utf8_lossy(frame.as_bytes().unwrap_or_default())
+        ))),
+        Err(Failure::Io(reason) | Failure::Connect(reason)) => Err(Failure::Connect(reason)),
+    }
+}
+
 impl Connection {
     async fn open(
         address: &str,
         protocol: Protocol,
         limit: Duration,
     ) -> Result<Connection, Failure> {
-        let stream = match tokio::time::timeout(limit, TcpStream::connect(address)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(error)) => return Err(Failure::Connect(format!("connect: {error}"))),
-            Err(_) => return Err(Failure::Connect("connect timed out".to_string())),
-        };
-        let _ = stream.set_nodelay(true);
-        let mut connection = Connection {
-            stream,
+        Ok(Connection {
+            stream: connect(address, protocol, limit).await?,
             buffer: BytesMut::with_capacity(16 * 1024),
             readonly: false,
-        };
-        if protocol == Protocol::Resp3 {
-            // Nothing the client asked for was sent yet, so a failure here is
-            // still a connect failure.
-            let hello = [Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")];
-            let reply = match connection.send(&[&hello[..]], limit).await {
-                Ok(()) => connection.read(Some(limit)).await,
-                Err(failure) => Err(failure),
-            };
-            match reply {
-                Ok(frame) if !frame.is_error() => {}
-                Ok(frame) => {
-                    return Err(Failure::Connect(format!(
-                        "HELLO 3 refused: {}",
-                        String::from_utf8_lossy(frame.as_bytes().unwrap_or_default())
-                    )))
-                }
-                Err(Failure::Io(reason) | Failure::Connect(reason)) => {
-                    return Err(Failure::Connect(reason))
-                }
-            }
-        }
-        Ok(connection)
+        })
     }
 
     async fn send(&mut self, requests: &[&[Bytes]], limit: Duration) -> Result<(), Failure> {

@@ -1,0 +1,322 @@
+//! Shared, multiplexed node connections ("links") for the plain keyed
+//! commands of every client. Each link is one TCP connection to one node,
+//! owned by two tasks: a writer that coalesces whatever jobs are waiting into
+//! one write, and a reader that hands each job its replies in order. Many
+//! clients' requests thus cost one write and one read per node and wakeup,
+//! and the node sees them as one pipeline (one proposal for a run of writes).
+//!
+//! Reads and writes use separate links, so a read never waits behind a write
+//! that waits for its commit. Commands with connection state (WATCH, MULTI,
+//! ASKING, READONLY, blocking commands, scripts) never come here: they use
+//! the client's own connections (`upstream`).
+//!
+//! Failures: a connect failure fails the waiting jobs with
+//! [`Failure::Connect`] (nothing was sent); a write or read failure, a closed
+//! connection or a reply that does not come within the upstream timeout fails
+//! every job whose bytes may have gone out with [`Failure::Io`]. The link is
+//! then dead and the next job opens a new one.
+
+use super::upstream::{self, Failure};
+use bytes::{Bytes, BytesMut};
+use resp::Protocol;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// A job's replies (as the node sent them), and the failure that stopped
+/// the rest, if any.
+pub type Outcome = (Vec<Bytes>, Option<Failure>);
+
+/// Bytes one write may gather from waiting jobs.
+const MAX_WRITE_BYTES: usize = 256 * 1024;
+
+/// Which link of a node a job takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    Read,
+    Write(u8),
+}
+
+impl Lane {
+    /// The lane for a batch: reads only, or writes spread by client over
+    /// `write_links` links.
+    pub fn of(reads_only: bool, client: u64, write_links: u64) -> Lane {
+        if reads_only {
+            Lane::Read
+        } else {
+            Lane::Write((client % write_links.clamp(1, 64)) as u8)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LinkKey {
+    address: String,
+    resp3: bool,
+    lane: Lane,
+}
+
+struct Job {
+    wire: Vec<u8>,
+    count: usize,
+    done: oneshot::Sender<Outcome>,
+}
+
+struct Link {
+    jobs: mpsc::UnboundedSender<Job>,
+    alive: Arc<AtomicBool>,
+}
+
+/// The router's links, by node, protocol and lane.
+pub struct Pool {
+    links: Mutex<HashMap<LinkKey, Link>>,
+    timeout: Duration,
+}
+
+impl Pool {
+    pub fn new(timeout: Duration) -> Pool {
+        Pool {
+            links: Mutex::new(HashMap::new()),
+            timeout,
+        }
+    }
+
+    /// Queues `requests` for `address` and returns where their replies will
+    /// arrive. Never waits: several nodes' shares go out before any reply is
+    /// awaited.
+    pub fn submit(
+        &self,
+        address: &str,
+        protocol: Protocol,
+        lane: Lane,
+        requests: &[&[Bytes]],
+    ) -> oneshot::Receiver<Outcome> {
+        let mut wire = Vec::new();
+        for arguments in requests {
+            upstream::encode_request(arguments, &mut wire);
+        }
+        let (done, receiver) = oneshot::channel();
+        let mut job = Job {
+            wire,
+            count: requests.len(),
+            done,
+        };
+        let key = LinkKey {
+            address: address.to_string(),
+            resp3: protocol == Protocol::Resp3,
+            lane,
+        };
+        let mut links = match self.links.lock() {
+            Ok(links) => links,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        // A dead link is replaced; a link that died between the check and
+        // the send hands the job back, and a fresh one takes it.
+        for _ in 0..2 {
+            let usable = links
+                .get(&key)
+                .is_some_and(|link| link.alive.load(Ordering::Acquire));
+            if !usable {
+                links.insert(key.clone(), Link::open(&key, protocol, self.timeout));
+            }
+            let Some(link) = links.get(&key) else {
+                break;
+            };
+            match link.jobs.send(job) {
+                Ok(()) => return receiver,
+                Err(mpsc::error::SendError(returned)) => {
+                    link.alive.store(false, Ordering::Release);
+                    job = returned;
+                }
+            }
+        }
+        let _ = job.done.send((
+            Vec::new(),
+            Some(Failure::Connect("no usable connection".to_string())),
+        ));
+        receiver
+    }
+}
+
+/// Waits for a submitted job's outcome.
+pub async fn outcome(receiver: oneshot::Receiver<Outcome>) -> Outcome {
+    match receiver.await {
+        Ok(outcome) => outcome,
+        Err(_) => (
+            Vec::new(),
+            Some(Failure::Io("connection task ended".to_string())),
+        ),
+    }
+}
+
+impl Link {
+    fn open(key: &LinkKey, protocol: Protocol, limit: Duration) -> Link {
+        let (jobs, receiver) = mpsc::unbounded_channel();
+        let alive = Arc::new(AtomicBool::new(true));
+        tokio::spawn(run(
+            key.address.clone(),
+            protocol,
+            limit,
+            receiver,
+            alive.clone(),
+        ));
+        Link { jobs, alive }
+    }
+}
+
+/// One link's life: connect, then write and read until something fails.
+async fn run(
+    address: String,
+    protocol: Protocol,
+    limit: Duration,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    alive: Arc<AtomicBool>,
+) {
+    let stream = match upstream::connect(&address, protocol, limit).await {
+        Ok(stream) => stream,
+        Err(failure) => {
+            alive.store(false, Ordering::Release);
+            refuse_waiting(&mut jobs, failure);
+            return;
+        }
+    };
+    let (read_half, write_half) = stream.into_split();
+    let (pending, waiting) = mpsc::unbounded_channel();
+    tokio::spawn(read_replies(read_half, waiting, limit, alive.clone()));
+    write_jobs(write_half, &mut jobs, pending, limit, &alive).await;
+    alive.store(false, Ordering::Release);
+    refuse_waiting(
+        &mut jobs,
+        Failure::Connect("the node connection closed before sending".to_string()),
+    );
+}
+
+/// Fails every job still queued (none of their bytes went out).
+fn refuse_waiting(jobs: &mut mpsc::UnboundedReceiver<Job>, failure: Failure) {
+    jobs.close();
+    while let Ok(job) = jobs.try_recv() {
+        let _ = job.done.send((Vec::new(), Some(failure.clone())));
+    }
+}
+
+/// Gathers waiting jobs into one write each time; hands their reply slots to
+/// the reader first, so replies never arrive before their slot.
+async fn write_jobs(
+    mut stream: OwnedWriteHalf,
+    jobs: &mut mpsc::UnboundedReceiver<Job>,
+    pending: mpsc::UnboundedSender<(usize, oneshot::Sender<Outcome>)>,
+    limit: Duration,
+    alive: &AtomicBool,
+) {
+    let mut wire = Vec::with_capacity(16 * 1024);
+    while let Some(first) = jobs.recv().await {
+        if !alive.load(Ordering::Acquire) {
+            let failure = Failure::Connect("the node connection closed".to_string());
+            let _ = first.done.send((Vec::new(), Some(failure)));
+            return;
+        }
+        wire.clear();
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            wire.extend_from_slice(&job.wire);
+            if pending.send((job.count, job.done)).is_err() {
+                return;
+            }
+            if wire.len() < MAX_WRITE_BYTES {
+                next = jobs.try_recv().ok();
+            }
+        }
+        match tokio::time::timeout(limit, stream.write_all(&wire)).await {
+            Ok(Ok(())) => {}
+            // The reader fails the jobs written so far when `pending` drops.
+            Ok(Err(_)) | Err(_) => return,
+        }
+        if wire.capacity() > 4 * MAX_WRITE_BYTES {
+            wire = Vec::with_capacity(16 * 1024);
+        }
+    }
+}
+
+/// A job being answered: replies so far, out of `count`.
+struct Waiting {
+    count: usize,
+    replies: Vec<Bytes>,
+    done: oneshot::Sender<Outcome>,
+}
+
+/// Reads replies and hands them to the jobs in the order they were written.
+/// A reply overdue by more than `limit` (no byte for that long while a job
+/// waits) kills the link.
+async fn read_replies(
+    mut stream: OwnedReadHalf,
+    mut waiting_jobs: mpsc::UnboundedReceiver<(usize, oneshot::Sender<Outcome>)>,
+    limit: Duration,
+    alive: Arc<AtomicBool>,
+) {
+    let mut queue: VecDeque<Waiting> = VecDeque::new();
+    let mut buffer = BytesMut::with_capacity(16 * 1024);
+    let deadline = tokio::time::sleep(limit);
+    tokio::pin!(deadline);
+    let reason = 'link: loop {
+        // Hand out every complete reply.
+        while let Some(front) = queue.front_mut() {
+            match resp::reply_length(&buffer) {
+                Ok(Some(length)) => {
+                    front.replies.push(buffer.split_to(length).freeze());
+                    if front.replies.len() == front.count {
+                        if let Some(answered) = queue.pop_front() {
+                            let _ = answered.done.send((answered.replies, None));
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => break 'link error.to_string(),
+            }
+        }
+        if queue.is_empty() && !buffer.is_empty() {
+            break 'link "a reply nobody asked for".to_string();
+        }
+        if buffer.len() > upstream::MAX_REPLY_BYTES {
+            break 'link "reply too large".to_string();
+        }
+        tokio::select! {
+            biased;
+            entry = waiting_jobs.recv() => match entry {
+                Some((count, done)) => {
+                    if queue.is_empty() {
+                        deadline.as_mut().reset(Instant::now() + limit);
+                    }
+                    queue.push_back(Waiting { count, replies: Vec::with_capacity(count), done });
+                }
+                None => break 'link "connection closed".to_string(),
+            },
+            read = stream.read_buf(&mut buffer) => match read {
+                Ok(0) => break 'link "connection closed".to_string(),
+                Ok(_) => {
+                    deadline.as_mut().reset(Instant::now() + limit);
+                    if buffer.capacity() - buffer.len() < 4096 {
+                        buffer.reserve(16 * 1024);
+                    }
+                }
+                Err(error) => break 'link format!("read: {error}"),
+            },
+            _ = &mut deadline, if !queue.is_empty() => {
+                break 'link format!("no reply within {} ms", limit.as_millis());
+            }
+        }
+    };
+    alive.store(false, Ordering::Release);
+    let failure = Failure::Io(reason);
+    for job in queue {
+        let _ = job.done.send((job.replies, Some(failure.clone())));
+    }
+    waiting_jobs.close();
+    while let Ok((_, done)) = waiting_jobs.try_recv() {
+        let _ = done.send((Vec::new(), Some(failure.clone())));
+    }
+}
