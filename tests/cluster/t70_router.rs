@@ -705,3 +705,56 @@ fn a_small_pipeline_depth_serves_deep_pipelines_in_order() {
         .collect();
     assert_eq!(replies, expected);
 }
+
+/// `--prefer-zone`: a READONLY client's reads go to the node of the
+/// router's zone (here every node holds a replica of every shard, so one
+/// node serves them all, leader or not); other clients' reads still go to
+/// each slot's leader.
+#[test]
+fn prefer_zone_sends_readonly_reads_to_the_routers_zone() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &["--zone", "zone-{index}"]);
+    let router = Router::start(&seeds(&cluster), &["--prefer-zone", "zone-1"]);
+    router.wait_serving();
+    let keys = keys("zoned", 30);
+    let mut connection = router.redis();
+    for key in &keys {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(key)
+            .query(&mut connection)
+            .unwrap();
+    }
+    let mut reader = router.redis();
+    let _: () = redis::cmd("READONLY").query(&mut reader).unwrap();
+    for key in &keys {
+        // A replica may lag a moment behind the leader.
+        let mut value: Option<String> = None;
+        for _ in 0..100 {
+            value = redis::cmd("GET").arg(key).query(&mut reader).unwrap();
+            if value.as_deref() == Some(key.as_str()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(value.as_deref(), Some(key.as_str()));
+    }
+    // Only the reader ran GET through the router: the node connections whose
+    // last command was GET are the reader's.
+    let served = |index: usize| -> bool {
+        let mut raw = Raw::connect(cluster.members[index].port);
+        raw.command(&[b"CLIENT", b"LIST"]);
+        match raw.read_frame() {
+            resp::Frame::Bulk(text) => String::from_utf8_lossy(&text).contains("cmd=get"),
+            other => panic!("CLIENT LIST answered {other:?}"),
+        }
+    };
+    let served: Vec<bool> = (0..3).map(served).collect();
+    assert_eq!(served, [false, true, false], "which zones served the reads");
+    // The keys' leaders are spread over the nodes, so without the zone
+    // preference the reads would have reached other nodes too.
+    let leaders: BTreeSet<usize> = keys
+        .iter()
+        .map(|key| leader_of(&cluster, cluster::key_slot(key.as_bytes())))
+        .collect();
+    assert!(leaders.len() > 1, "the keys' leaders: {leaders:?}");
+}

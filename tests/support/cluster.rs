@@ -21,7 +21,8 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts `nodes` cluster-enabled nodes and forms a cluster of them with
-    /// `create_options` (e.g. `--replicas 3`).
+    /// `create_options` (e.g. `--replicas 3`). `{index}` in a node option
+    /// becomes the node's index (`--zone z{index}`).
     pub fn start(nodes: usize, create_options: &[&str], node_options: &[&str]) -> Cluster {
         let ports = free_ports(nodes * 2);
         let members = (0..nodes)
@@ -71,7 +72,11 @@ impl Cluster {
             .args(["--raft-port", &member.raft_port.to_string()])
             .arg("--dir")
             .arg(&member.dir.0)
-            .args(&self.options)
+            .args(
+                self.options
+                    .iter()
+                    .map(|option| option.replace("{index}", &index.to_string())),
+            )
             .env("SLOTRAFT_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

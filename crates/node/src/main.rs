@@ -105,6 +105,10 @@ enum Command {
         /// writes into each batch.
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
         links_per_node: u64,
+        /// READONLY clients' reads go to a replica (or the master) in this
+        /// zone (nodes' `--zone`) when their slot has one there.
+        #[arg(long)]
+        prefer_zone: Option<String>,
         /// Worker threads (0: one per core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
@@ -218,6 +222,7 @@ fn main() -> anyhow::Result<()> {
             refresh_interval_ms,
             pipeline_depth,
             links_per_node,
+            prefer_zone,
             threads,
         } => {
             let options = router::RouterOptions {
@@ -229,6 +234,7 @@ fn main() -> anyhow::Result<()> {
                 refresh_interval: std::time::Duration::from_millis(refresh_interval_ms),
                 pipeline_depth: pipeline_depth.max(1),
                 write_links: links_per_node,
+                prefer_zone: prefer_zone.filter(|zone| !zone.is_empty()),
             };
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             if threads > 0 {

@@ -692,7 +692,8 @@ impl Client {
                 Some(target) => target,
                 None if call.replica_read && attempt == 0 => {
                     let map = self.router.map();
-                    match map.replica(slot, self.id).or_else(|| map.owner(slot)) {
+                    let zone = self.router.prefer_zone.as_deref();
+                    match map.replica(slot, self.id, zone).or_else(|| map.owner(slot)) {
                         Some(address) => (address.to_string(), false),
                         None => {
                             drop(map);

@@ -44,6 +44,9 @@ pub struct RouterOptions {
     pub pipeline_depth: usize,
     /// Shared write links per node (reads share one).
     pub write_links: u64,
+    /// READONLY reads go to a replica (or the master) in this zone when the
+    /// slot has one there.
+    pub prefer_zone: Option<String>,
 }
 
 /// State shared by every client task.
@@ -63,6 +66,8 @@ pub struct Router {
     pipeline_depth: usize,
     /// Shared write links per node; a client's writes take one by its id.
     write_links: u64,
+    /// The zone READONLY reads prefer.
+    pub prefer_zone: Option<String>,
 }
 
 const REFRESH_SPACING: Duration = Duration::from_millis(100);
@@ -80,6 +85,7 @@ impl Router {
             pool: pool::Pool::new(upstream_timeout),
             pipeline_depth: options.pipeline_depth,
             write_links: options.write_links,
+            prefer_zone: options.prefer_zone.clone(),
         }
     }
 
@@ -105,7 +111,7 @@ impl Router {
                 candidates.push(seed.clone());
             }
         }
-        let outcome = topology::fetch(&candidates).await;
+        let outcome = topology::fetch(&candidates, self.prefer_zone.is_some()).await;
         let error = match outcome {
             Ok(map) => {
                 let map = Arc::new(map);

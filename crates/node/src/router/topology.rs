@@ -4,6 +4,7 @@
 
 use crate::resp_client;
 use resp::Frame;
+use std::collections::HashMap;
 
 /// Number of hash slots.
 pub const SLOTS: usize = 16384;
@@ -19,6 +20,9 @@ pub struct SlotMap {
     replicas: Vec<u16>,
     /// Distinct lists of replica addresses.
     replica_sets: Vec<Vec<String>>,
+    /// Each node's zone by address (from the cluster topology; only fetched
+    /// when the router prefers a zone).
+    zones: HashMap<String, String>,
 }
 
 impl Default for SlotMap {
@@ -28,6 +32,7 @@ impl Default for SlotMap {
             masters: Vec::new(),
             replicas: vec![u16::MAX; SLOTS],
             replica_sets: Vec::new(),
+            zones: HashMap::new(),
         }
     }
 }
@@ -39,11 +44,26 @@ impl SlotMap {
         self.masters.get(index as usize).map(String::as_str)
     }
 
-    /// A replica serving `slot` for READONLY reads, chosen by `pick` among
-    /// them (spreading clients over replicas); `None` when it has none.
-    pub fn replica(&self, slot: u16, pick: u64) -> Option<&str> {
+    /// Where a READONLY read of `slot` goes: with a preferred `zone`, a
+    /// replica or the master in that zone; otherwise (or when none is there)
+    /// a replica. Chosen by `pick` among the candidates (spreading clients);
+    /// `None` when the slot has no replica and no master in the zone.
+    pub fn replica(&self, slot: u16, pick: u64, zone: Option<&str>) -> Option<&str> {
         let index = *self.replicas.get(slot as usize)?;
         let set = self.replica_sets.get(index as usize)?;
+        if let Some(zone) = zone {
+            let in_zone =
+                |address: &&str| self.zones.get(*address).map(String::as_str) == Some(zone);
+            let local: Vec<&str> = set
+                .iter()
+                .map(String::as_str)
+                .chain(self.owner(slot))
+                .filter(in_zone)
+                .collect();
+            if !local.is_empty() {
+                return Some(local[(pick % local.len() as u64) as usize]);
+            }
+        }
         if set.is_empty() {
             return None;
         }
@@ -156,13 +176,20 @@ pub fn redirect_address(endpoint: &str, replied_from: &str) -> String {
     }
 }
 
-/// Asks each candidate in turn for CLUSTER SLOTS; the first usable answer wins.
-pub async fn fetch(candidates: &[String]) -> Result<SlotMap, String> {
+/// Asks each candidate in turn for CLUSTER SLOTS; the first usable answer
+/// wins. With `zones`, the same node's topology (`SLOTRAFT TOPOLOGY`) gives
+/// each node's zone; without it the map has none.
+pub async fn fetch(candidates: &[String], zones: bool) -> Result<SlotMap, String> {
     let mut last = "no seed to ask".to_string();
     for address in candidates {
         match resp_client::call(address, &[b"CLUSTER", b"SLOTS"]).await {
             Ok(reply) => match SlotMap::from_cluster_slots(&reply, address) {
-                Some(map) if !map.is_empty() => return Ok(map),
+                Some(mut map) if !map.is_empty() => {
+                    if zones {
+                        map.zones = fetch_zones(address).await;
+                    }
+                    return Ok(map);
+                }
                 Some(_) => last = format!("{address} serves no slots"),
                 None => last = format!("{address} answered CLUSTER SLOTS with {reply:?}"),
             },
@@ -170,4 +197,24 @@ pub async fn fetch(candidates: &[String]) -> Result<SlotMap, String> {
         }
     }
     Err(last)
+}
+
+/// Each node's zone by client address, from `address`'s topology; empty when
+/// it cannot be had (the router then reads from any replica).
+async fn fetch_zones(address: &str) -> HashMap<String, String> {
+    let reply = match resp_client::call(address, &[b"SLOTRAFT", b"TOPOLOGY"]).await {
+        Ok(Frame::Bulk(bytes)) => bytes,
+        Ok(_) | Err(_) => return HashMap::new(),
+    };
+    let Ok(topology) = cluster::Topology::from_bytes(&reply) else {
+        return HashMap::new();
+    };
+    topology
+        .nodes
+        .values()
+        .filter_map(|node| {
+            let zone = node.zone.clone()?;
+            Some((format!("{}:{}", node.host, node.port), zone))
+        })
+        .collect()
 }
