@@ -758,3 +758,74 @@ fn prefer_zone_sends_readonly_reads_to_the_routers_zone() {
         .collect();
     assert!(leaders.len() > 1, "the keys' leaders: {leaders:?}");
 }
+
+/// Nodes that lead two shards each: FLUSHALL through the router empties
+/// every shard, INFO keyspace through the router counts the whole cluster,
+/// and each node's own INFO keyspace counts the shards it leads.
+#[test]
+fn flushall_and_info_keyspace_cover_nodes_that_lead_several_shards() {
+    let cluster = Cluster::start(3, &["--replicas", "3", "--shards", "6"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
+    let mut connection = router.redis();
+    let keys = keys("many", 300);
+    let mut pipe = redis::pipe();
+    for (index, key) in keys.iter().enumerate() {
+        if index % 3 == 0 {
+            pipe.cmd("SET")
+                .arg(key)
+                .arg(index)
+                .arg("EX")
+                .arg(1000)
+                .ignore();
+        } else {
+            pipe.cmd("SET").arg(key).arg(index).ignore();
+        }
+    }
+    let () = pipe.query(&mut connection).unwrap();
+    let keyspace_line = |text: &str| -> Option<String> {
+        text.lines()
+            .find(|line| line.starts_with("db0:"))
+            .map(str::to_string)
+    };
+    let info: String = redis::cmd("INFO").query(&mut connection).unwrap();
+    let line = keyspace_line(&info).expect("a db0 line");
+    assert!(
+        line.starts_with("db0:keys=300,expires=100,avg_ttl="),
+        "{line}"
+    );
+    let ttl: u64 = line.rsplit('=').next().unwrap().parse().unwrap();
+    assert!((990_000..=1_000_000).contains(&ttl), "{line}");
+    // The same section alone, and the nodes' own reports add up to it.
+    let alone: String = redis::cmd("INFO")
+        .arg("keyspace")
+        .query(&mut connection)
+        .unwrap();
+    assert!(alone.starts_with("# Keyspace\r\ndb0:keys=300,"), "{alone}");
+    let mut per_node = 0;
+    for member in &cluster.members {
+        let mut node = redis::Client::open(format!("redis://127.0.0.1:{}", member.port))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let report: String = redis::cmd("INFO").arg("keyspace").query(&mut node).unwrap();
+        if let Some(line) = keyspace_line(&report) {
+            let keys: u64 = line["db0:keys=".len()..]
+                .split(',')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            per_node += keys;
+        }
+    }
+    assert_eq!(per_node, 300);
+    let () = redis::cmd("FLUSHALL").query(&mut connection).unwrap();
+    let size: u64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
+    assert_eq!(size, 0);
+    let info: String = redis::cmd("INFO")
+        .arg("keyspace")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(keyspace_line(&info), None, "{info}");
+}

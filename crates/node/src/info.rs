@@ -6,6 +6,7 @@ use crate::clock;
 use crate::server::Shared;
 use bytes::Bytes;
 use keyspace::args::is_keyword;
+use replication::state_machine::lock_off_worker;
 use resp::Frame;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -204,15 +205,14 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
         }
         "stats" => {
             let stats = &shared.stats;
-            let (hits, misses, expired, evicted) = {
-                let store = shared.store();
-                (
-                    store.keyspace.stats.keyspace_hits,
-                    store.keyspace.stats.keyspace_misses,
-                    store.keyspace.expired_keys(),
-                    store.keyspace.stats.evicted_keys,
-                )
-            };
+            let (mut hits, mut misses, mut expired, mut evicted) = (0, 0, 0, 0);
+            for store in data_stores(shared) {
+                let state = lock_off_worker(&store);
+                hits += state.keyspace.stats.keyspace_hits;
+                misses += state.keyspace.stats.keyspace_misses;
+                expired += state.keyspace.expired_keys();
+                evicted += state.keyspace.stats.evicted_keys;
+            }
             out.push_str("# Stats\r\n");
             line(
                 &mut out,
@@ -289,24 +289,59 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");
-            let store = shared.store();
-            for (index, db) in store.keyspace.dbs().iter().enumerate() {
-                if db.is_empty() {
+            // Per database: keys, expires, and the sampled TTL total and count.
+            let mut totals: Vec<(usize, usize, u64, u64)> = Vec::new();
+            for store in data_stores(shared) {
+                let state = lock_off_worker(&store);
+                for (index, db) in state.keyspace.dbs().iter().enumerate() {
+                    if totals.len() <= index {
+                        totals.resize(index + 1, (0, 0, 0, 0));
+                    }
+                    let (total_ttl, counted) = db.ttl_sample(now_ms, 100);
+                    let entry = &mut totals[index];
+                    entry.0 += db.len();
+                    entry.1 += db.expires_len();
+                    entry.2 += total_ttl;
+                    entry.3 += counted;
+                }
+            }
+            for (index, (keys, expires, total_ttl, counted)) in totals.into_iter().enumerate() {
+                if keys == 0 {
                     continue;
                 }
-                let (total_ttl, counted) = db.ttl_sample(now_ms, 100);
                 let average = total_ttl.checked_div(counted).unwrap_or(0);
                 let _ = write!(
                     out,
-                    "db{index}:keys={},expires={},avg_ttl={average}\r\n",
-                    db.len(),
-                    db.expires_len()
+                    "db{index}:keys={keys},expires={expires},avg_ttl={average}\r\n"
                 );
             }
         }
         _ => return None,
     }
     Some(out)
+}
+
+/// The keyspaces INFO reports on: the node's own store, or on a cluster node
+/// the shards it leads (as a Redis master reports its slots' keys), or every
+/// shard it hosts when it leads none (as a replica reports what it copies).
+fn data_stores(shared: &Shared) -> Vec<replication::state_machine::SharedState> {
+    let Some(node) = &shared.cluster else {
+        return vec![shared.store.clone()];
+    };
+    let shards = node.local_shards();
+    let led: Vec<_> = shards
+        .iter()
+        .filter(|replica| replica.group.raft.is_leader())
+        .map(|replica| replica.group.state.clone())
+        .collect();
+    if led.is_empty() {
+        shards
+            .iter()
+            .map(|replica| replica.group.state.clone())
+            .collect()
+    } else {
+        led
+    }
 }
 
 /// CONFIG RESETSTAT.
@@ -321,9 +356,19 @@ pub fn reset_stats(shared: &Shared) {
     ] {
         counter.store(0, Ordering::Relaxed);
     }
-    let mut store = shared.store();
-    store.keyspace.stats.keyspace_hits = 0;
-    store.keyspace.stats.keyspace_misses = 0;
+    let mut stores = vec![shared.store.clone()];
+    if let Some(node) = &shared.cluster {
+        stores.extend(
+            node.local_shards()
+                .iter()
+                .map(|replica| replica.group.state.clone()),
+        );
+    }
+    for store in stores {
+        let mut state = lock_off_worker(&store);
+        state.keyspace.stats.keyspace_hits = 0;
+        state.keyspace.stats.keyspace_misses = 0;
+    }
 }
 
 /// The replication section of a Raft replica: its role and the group's progress.

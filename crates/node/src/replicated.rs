@@ -226,7 +226,7 @@ async fn run(
                     session.reply(output, &Frame::error(session::CLUSTER_DISABLED));
                 }
                 Handler::Keyspace(_)
-                    if changes_every_script_store(spec) && leads_any_shard(route) =>
+                    if applies_to_every_led_shard(spec) && leads_any_shard(route) =>
                 {
                     let Route::Cluster(node) = route else {
                         continue;
@@ -402,13 +402,16 @@ async fn run(
     }
 }
 
-/// SCRIPT LOAD/FLUSH and the FUNCTION writes: keyless changes of a shard's
-/// script store. A cluster node applies them to every shard it leads, as
-/// Redis Cluster clients expect of a master (they send them to each one).
-fn changes_every_script_store(spec: &CommandSpec) -> bool {
+/// SCRIPT LOAD/FLUSH, the FUNCTION writes (keyless changes of a shard's
+/// script store) and FLUSHALL/FLUSHDB. A cluster node applies them to every
+/// shard it leads, as Redis Cluster clients expect of a master (they send
+/// them to each one, and a master's data is all its slots).
+fn applies_to_every_led_shard(spec: &CommandSpec) -> bool {
     matches!(
         spec.name,
-        "script|load"
+        "flushall"
+            | "flushdb"
+            | "script|load"
             | "script|flush"
             | "function|load"
             | "function|delete"
@@ -427,8 +430,8 @@ fn leads_any_shard(route: Route<'_>) -> bool {
     }
 }
 
-/// Proposes a script-store change to every shard this node leads, in shard
-/// order; answers the first error, or the first shard's reply.
+/// Proposes a keyless change to every shard this node leads, in shard order;
+/// answers the first error, or the first shard's reply.
 async fn to_every_led_shard(
     node: &ClusterNode,
     session: &Session,

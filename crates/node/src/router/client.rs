@@ -588,6 +588,7 @@ impl Client {
                 whole::split(self, spec, &arguments).await
             }
             "dbsize" => whole::dbsize(self).await,
+            "info" => whole::info(self, &arguments).await,
             "scan" => whole::scan(self, &arguments).await,
             "keys" => whole::keys(self, &arguments).await,
             "randomkey" => whole::random_key(self).await,

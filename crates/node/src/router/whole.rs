@@ -496,3 +496,86 @@ pub async fn script_exists(client: &mut Client, arguments: &[Bytes]) -> Frame {
     }
     Frame::Array(merged.into_iter().map(Frame::Integer).collect())
 }
+
+/// INFO: one node's report, with the Keyspace section (when asked for) made
+/// of every master's keyspace: keys and expires summed per database, the
+/// average TTL weighted by each master's expiring keys.
+pub async fn info(client: &mut Client, arguments: &[Bytes]) -> Frame {
+    let call = Call {
+        retry_io: true,
+        read_limit: Some(client.upstreams.timeout),
+        replica_read: false,
+    };
+    let reply = client.keyless(arguments, call).await;
+    let wants_keyspace = arguments.len() == 1
+        || arguments[1..].iter().any(|section| {
+            ["default", "all", "everything", "keyspace"]
+                .iter()
+                .any(|name| keyspace::args::is_keyword(section, name))
+        });
+    let (text, verbatim) = match &reply {
+        Frame::Bulk(text) => (text.clone(), false),
+        Frame::Verbatim(text) => (text.slice(text.len().min(4)..), true),
+        _ => return reply,
+    };
+    if !wants_keyspace {
+        return reply;
+    }
+    let question = [Bytes::from_static(b"INFO"), Bytes::from_static(b"keyspace")];
+    let replies = match to_every_master(client, &question).await {
+        Ok(replies) => replies,
+        Err(error) => return error,
+    };
+    // Per database: keys, expires, and TTL x expires (for the average).
+    let mut totals: std::collections::BTreeMap<u64, (u64, u64, u128)> = Default::default();
+    for reply in &replies {
+        let Some(report) = reply.as_bytes() else {
+            continue;
+        };
+        for line in String::from_utf8_lossy(report).lines() {
+            let Some((database, fields)) = line.split_once(':') else {
+                continue;
+            };
+            let Some(Ok(index)) = database.strip_prefix("db").map(str::parse::<u64>) else {
+                continue;
+            };
+            let field = |name: &str| -> u64 {
+                fields
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+                    .and_then(|value| value.trim().parse().ok())
+                    .unwrap_or(0)
+            };
+            let (keys, expires, average) = (field("keys"), field("expires"), field("avg_ttl"));
+            let entry = totals.entry(index).or_default();
+            entry.0 += keys;
+            entry.1 += expires;
+            entry.2 += u128::from(average) * u128::from(expires);
+        }
+    }
+    let mut section = String::from("# Keyspace\r\n");
+    for (index, (keys, expires, weighted)) in totals {
+        let average = weighted.checked_div(u128::from(expires)).unwrap_or(0);
+        section.push_str(&format!(
+            "db{index}:keys={keys},expires={expires},avg_ttl={average}\r\n"
+        ));
+    }
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let merged = match text.find("# Keyspace\r\n") {
+        Some(start) => {
+            let rest = &text[start + "# Keyspace\r\n".len()..];
+            let end = rest
+                .find("\r\n# ")
+                .map(|offset| start + "# Keyspace\r\n".len() + offset)
+                .unwrap_or(text.len());
+            format!("{}{section}{}", &text[..start], &text[end..])
+        }
+        None if text.is_empty() => section,
+        None => format!("{text}\r\n{section}"),
+    };
+    if verbatim {
+        Frame::Verbatim(Bytes::from(format!("txt:{merged}")))
+    } else {
+        Frame::Bulk(Bytes::from(merged))
+    }
+}
