@@ -59,3 +59,83 @@ fn evictions_go_through_the_log() {
         assert_eq!(info_number(&mut replica, "stats", "evicted_keys"), evicted);
     }
 }
+
+/// The leader's out-of-memory state travels in the entry: a script without a
+/// shebang fails its first write with OOM on every replica alike, one that
+/// wrote first keeps writing, MULTI queues nothing, and the replicas end
+/// with equal digests.
+#[test]
+fn scripts_and_transactions_meet_the_leaders_oom_on_every_replica() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    let () = redis::cmd("MSET")
+        .arg("k:0")
+        .arg("a")
+        .arg("k:1")
+        .arg("b")
+        .query(&mut connection)
+        .unwrap();
+    // A limit far below what the process uses: always out of memory.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut connection)
+        .unwrap();
+    let error = redis::cmd("SET")
+        .arg("k:2")
+        .arg("c")
+        .query::<()>(&mut connection)
+        .unwrap_err();
+    assert_eq!(error.code(), Some("OOM"), "{error:?}");
+    let error = redis::cmd("EVAL")
+        .arg("return redis.call('SET', KEYS[1], 'x')")
+        .arg(1)
+        .arg("scripted")
+        .query::<String>(&mut connection)
+        .unwrap_err();
+    assert_eq!(error.code(), Some("OOM"), "{error:?}");
+    let written: String = redis::cmd("EVAL")
+        .arg("redis.call('DEL', KEYS[1]); return redis.call('SET', KEYS[2], 'x')")
+        .arg(2)
+        .arg("k:0")
+        .arg("written")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(written, "OK");
+    let () = redis::cmd("MULTI").query(&mut connection).unwrap();
+    let error = redis::cmd("GET")
+        .arg("k:1")
+        .query::<String>(&mut connection)
+        .unwrap_err();
+    assert_eq!(error.code(), Some("OOM"), "{error:?}");
+    let error = redis::cmd("EXEC")
+        .query::<Vec<String>>(&mut connection)
+        .unwrap_err();
+    assert_eq!(error.code(), Some("EXECABORT"), "{error:?}");
+    let applied: u64 = group
+        .info_field(leader, "raft_last_applied")
+        .and_then(|value| value.parse().ok())
+        .unwrap();
+    group.wait_applied(applied, Duration::from_secs(20));
+    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
+    assert!(
+        digests.iter().all(|digest| digest == &digests[0]),
+        "{digests:?}"
+    );
+    for index in 0..3 {
+        let mut replica = group.client(index);
+        let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
+        let exists: (i64, i64) = redis::pipe()
+            .cmd("EXISTS")
+            .arg("scripted")
+            .cmd("EXISTS")
+            .arg("written")
+            .query(&mut replica)
+            .unwrap();
+        assert_eq!(exists, (0, 1), "replica {index}");
+    }
+}

@@ -224,3 +224,82 @@ fn lru_keeps_the_recently_used_keys() {
         "recent keys kept {recent}/100, old keys {old}/250"
     );
 }
+
+/// Under noeviction with memory over the limit: nothing is queued in MULTI
+/// (OOM, then EXEC answers EXECABORT); an EXEC whose queued writes may grow
+/// memory is refused as a whole; a script without a shebang fails its first
+/// write with OOM but may read, delete, and keep writing once it wrote; a
+/// shebang script that may write is refused unless it allows OOM.
+#[test]
+fn transactions_and_scripts_meet_oom_as_in_redis() {
+    let (_server, mut connection) = limited("noeviction", 300);
+    assert!(
+        fill(&mut connection, "k", 1000, None) > 0,
+        "memory never filled"
+    );
+    let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+    let mut raw = _server.connect();
+    raw.roundtrip(&["MULTI"], "+OK\r\n");
+    raw.roundtrip(&["GET", "k:0"], &format!("-{oom}\r\n"));
+    raw.roundtrip(
+        &["EXEC"],
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
+    // Queued while there was room, executed once there is none.
+    let _: i64 = redis::cmd("DEL")
+        .arg(
+            (0..200)
+                .map(|index| format!("k:{index}"))
+                .collect::<Vec<_>>(),
+        )
+        .query(&mut connection)
+        .unwrap();
+    raw.roundtrip(&["MULTI"], "+OK\r\n");
+    raw.roundtrip(&["SET", "queued", "x"], "+QUEUED\r\n");
+    assert!(fill(&mut connection, "refill", 1000, None) > 0);
+    raw.roundtrip(
+        &["EXEC"],
+        &format!("-EXECABORT Transaction discarded because of: {oom}\r\n"),
+    );
+    raw.roundtrip(&["EXISTS", "queued"], ":0\r\n");
+    // A script's first write that may grow memory fails; reads and DEL run.
+    let script = "local v = redis.call('GET', KEYS[1]); return redis.call('SET', KEYS[2], 'x')";
+    raw.roundtrip(
+        &["EVAL", script, "2", "k:210", "new-key"],
+        &format!("-{oom} script: dd9d44e3f92899df1a3017dd722ec798f4995bfe, on @user_script:1.\r\n"),
+    );
+    let deleted: i64 = redis::cmd("EVAL")
+        .arg("return redis.call('DEL', KEYS[1])")
+        .arg(1)
+        .arg("k:210")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(deleted, 1);
+    // Once a script wrote (DEL), later writes are not stopped half way.
+    let written: String = redis::cmd("EVAL")
+        .arg("redis.call('DEL', KEYS[1]); return redis.call('SET', KEYS[2], 'x')")
+        .arg(2)
+        .arg("k:211")
+        .arg("written")
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(written, "OK");
+    let error = redis::cmd("EVAL")
+        .arg("#!lua\nreturn 1")
+        .arg(0)
+        .query::<i64>(&mut connection)
+        .unwrap_err();
+    assert_eq!(error.code(), Some("OOM"), "{error:?}");
+    let allowed: i64 = redis::cmd("EVAL")
+        .arg("#!lua flags=allow-oom\nreturn 1")
+        .arg(0)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(allowed, 1);
+    let read_only: i64 = redis::cmd("EVAL")
+        .arg("#!lua flags=no-writes\nreturn 2")
+        .arg(0)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(read_only, 2);
+}

@@ -55,6 +55,11 @@ pub struct Context {
     /// [`Keyspace::execute`] clears it before every command, so after a call it
     /// describes that command alone.
     pub block: Option<BlockOn>,
+    /// Memory was over `maxmemory` with nothing left to evict when this ran
+    /// (Redis's pre-command OOM state): a script without a shebang fails its
+    /// first write that may grow memory. Part of the entry on replicas, so
+    /// every replica decides alike.
+    pub out_of_memory: bool,
 }
 
 impl Context {
@@ -67,6 +72,7 @@ impl Context {
             cluster_mode: false,
             lazy_expire: true,
             block: None,
+            out_of_memory: false,
         }
     }
 

@@ -460,6 +460,7 @@ fn serve_blocked_clients<'a>(
                     cluster_mode: false,
                     lazy_expire: true,
                     block: None,
+                    out_of_memory: false,
                 };
                 let reply = store
                     .keyspace
@@ -492,7 +493,7 @@ fn exec<'a>(
     if transaction.failed {
         return Frame::error(session::EXECABORT);
     }
-    {
+    let out_of_memory = {
         // A watched key that changed (or expired) since WATCH aborts it all.
         let store = store.get_or_insert_with(|| shared.store());
         if watched.iter().any(|(db, key, fingerprint)| {
@@ -500,6 +501,15 @@ fn exec<'a>(
         }) {
             return Frame::NullArray;
         }
+        crate::evict::out_of_memory(store)
+    };
+    if out_of_memory
+        && transaction
+            .queued
+            .iter()
+            .any(|(_, spec)| spec.has(flags::DENYOOM))
+    {
+        return Frame::error_owned(session::execabort_because(keyspace::evict::OOM));
     }
     let mut replies = Vec::with_capacity(transaction.queued.len());
     for (arguments, spec) in transaction.queued {
@@ -518,6 +528,7 @@ fn exec<'a>(
                     cluster_mode: false,
                     lazy_expire: true,
                     block: None,
+                    out_of_memory,
                 };
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(&arguments) {
                     replication::runtime::long_running(|| {
@@ -530,9 +541,6 @@ fn exec<'a>(
             Handler::Node | Handler::Container => {
                 // Connection and server commands (SELECT, CLIENT ...) run in
                 // place, outside the keyspace lock.
-                if let Some(held) = store.as_mut() {
-                    publish_keyspace_events(shared, &mut held.keyspace);
-                }
                 if let Some(held) = store.as_mut() {
                     publish_keyspace_events(shared, &mut held.keyspace);
                 }
@@ -608,6 +616,15 @@ fn execute_request<'a>(
         session.reply(output, &reply);
         return Flow::Continue;
     }
+    if session::queues(session, spec) {
+        // As Redis: while memory is over the limit, nothing is queued.
+        let store = store.get_or_insert_with(|| shared.store());
+        if crate::evict::out_of_memory(store) {
+            session::refuse_in_multi(session);
+            session.reply(output, &Frame::error(keyspace::evict::OOM));
+            return Flow::Continue;
+        }
+    }
     if let session::InMulti::Answered(reply) =
         session::queue_in_multi(session, spec, arguments, false)
     {
@@ -636,16 +653,10 @@ fn execute_request<'a>(
     let reply = match spec.handler {
         Handler::Keyspace(_) => {
             let store = store.get_or_insert_with(|| shared.store());
-            if spec.through_log() {
-                if let Some(limit) = store.keyspace.config.max_memory {
-                    let state = &mut **store;
-                    if crate::evict::make_room(&mut state.keyspace, &mut state.rng, &limit)
-                        && spec.has(flags::DENYOOM)
-                    {
-                        session.reply(output, &Frame::error(keyspace::evict::OOM));
-                        return Flow::Continue;
-                    }
-                }
+            let out_of_memory = spec.through_log() && crate::evict::out_of_memory(store);
+            if out_of_memory && spec.has(flags::DENYOOM) {
+                session.reply(output, &Frame::error(keyspace::evict::OOM));
+                return Flow::Continue;
             }
             let seed = store.rng.next_u64();
             let mut context = Context {
@@ -656,6 +667,7 @@ fn execute_request<'a>(
                 cluster_mode: false,
                 lazy_expire: true,
                 block: None,
+                out_of_memory,
             };
             let reply =
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(arguments) {

@@ -78,6 +78,27 @@ pub fn make_room(keyspace: &mut Keyspace, rng: &mut keyspace::Rng, limit: &Limit
     over(limit)
 }
 
+/// Standalone: whether a write now meets OOM (evicting first, as before any
+/// write); false without a limit.
+pub fn out_of_memory(state: &mut replication::state_machine::ShardState) -> bool {
+    match state.keyspace.config.max_memory {
+        Some(limit) => make_room(&mut state.keyspace, &mut state.rng, &limit),
+        None => false,
+    }
+}
+
+/// A shard leader: whether a write now meets OOM (proposing evictions first);
+/// false without a limit or when not leading.
+pub async fn out_of_memory_replicated(shared: &Shared, replica: &Replica) -> bool {
+    let limit = limit_from(&shared.config());
+    match limit {
+        Some(limit) if replica.group.raft.is_leader() => {
+            make_room_replicated(shared, replica, &limit).await
+        }
+        _ => false,
+    }
+}
+
 /// A shard leader: proposes evictions until memory is under the limit; true
 /// when it is still over.
 pub async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit) -> bool {

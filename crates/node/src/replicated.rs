@@ -185,6 +185,16 @@ async fn run(
                     continue;
                 }
             }
+            if session::queues(session, spec) && matches!(spec.handler, Handler::Keyspace(_)) {
+                // As Redis: while memory is over the limit, nothing is queued.
+                if let Target::Local(replica) = route.target(spec, &arguments) {
+                    if crate::evict::out_of_memory_replicated(shared, &replica).await {
+                        session::refuse_in_multi(session);
+                        session.reply(output, &Frame::error(keyspace::evict::OOM));
+                        continue;
+                    }
+                }
+            }
             if let session::InMulti::Answered(reply) =
                 session::queue_in_multi(session, spec, &arguments, cluster)
             {
@@ -326,34 +336,49 @@ async fn run(
                     let last = run
                         .last()
                         .map(|(arguments, spec)| (arguments.clone(), *spec));
-                    let max_memory = crate::evict::limit_from(&shared.config());
-                    if let Some(limit) = max_memory {
-                        if replica.group.raft.is_leader()
-                            && crate::evict::make_room_replicated(shared, replica, &limit).await
-                            && run.iter().any(|(_, spec)| spec.has(flags::DENYOOM))
-                        {
-                            // Still over the limit: writes that may grow
-                            // memory are refused, the others still run.
-                            for (arguments, spec) in run {
-                                let reply = if spec.has(flags::DENYOOM) {
-                                    Frame::error(keyspace::evict::OOM)
-                                } else {
-                                    let (replies, _) = propose(
-                                        replica,
-                                        session.db,
-                                        session.protocol,
-                                        vec![(arguments, spec)],
-                                    )
-                                    .await;
-                                    replies.into_iter().next().unwrap_or(Frame::Null)
-                                };
-                                session.reply(output, &reply);
-                            }
-                            continue;
+                    let out_of_memory =
+                        crate::evict::out_of_memory_replicated(shared, replica).await;
+                    if out_of_memory && run.iter().any(|(_, spec)| spec.has(flags::DENYOOM)) {
+                        // Still over the limit: writes that may grow memory
+                        // are refused, the others still run.
+                        for (arguments, spec) in run {
+                            let reply = if spec.has(flags::DENYOOM) {
+                                Frame::error(keyspace::evict::OOM)
+                            } else {
+                                match propose_watched(
+                                    replica,
+                                    session.db,
+                                    session.protocol,
+                                    vec![(arguments, spec)],
+                                    Vec::new(),
+                                    true,
+                                )
+                                .await
+                                {
+                                    Proposed::Replies(replies, _) => {
+                                        replies.into_iter().next().unwrap_or(Frame::Null)
+                                    }
+                                    Proposed::Aborted => Frame::NullArray,
+                                }
+                            };
+                            session.reply(output, &reply);
                         }
+                        continue;
                     }
-                    let (mut replies, block) =
-                        propose(replica, session.db, session.protocol, run).await;
+                    let (mut replies, block) = match propose_watched(
+                        replica,
+                        session.db,
+                        session.protocol,
+                        run,
+                        Vec::new(),
+                        out_of_memory,
+                    )
+                    .await
+                    {
+                        Proposed::Replies(replies, block) => (replies, block),
+                        // Nothing was watched, so nothing can abort.
+                        Proposed::Aborted => (Vec::new(), None),
+                    };
                     if let (Some(block), Some((arguments, spec))) = (block, last) {
                         let timeout_reply = replies.pop().unwrap_or(Frame::NullArray);
                         for reply in replies {
@@ -530,12 +555,21 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         if let Err(forward) = replica.group.raft.as_leader() {
             return redirect(&forward, spec, arguments);
         }
+        let out_of_memory = crate::evict::out_of_memory_replicated(shared, &replica).await;
+        if out_of_memory
+            && keyspace_commands
+                .iter()
+                .any(|(_, spec)| spec.has(flags::DENYOOM))
+        {
+            return Frame::error_owned(session::execabort_because(keyspace::evict::OOM));
+        }
         match propose_watched(
             &replica,
             session.db,
             session.protocol,
             keyspace_commands,
             watched,
+            out_of_memory,
         )
         .await
         {
@@ -614,7 +648,7 @@ pub async fn propose(
     protocol: Protocol,
     run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
 ) -> (Vec<Frame>, Option<keyspace::BlockOn>) {
-    match propose_watched(replica, db, protocol, run, Vec::new()).await {
+    match propose_watched(replica, db, protocol, run, Vec::new(), false).await {
         Proposed::Replies(replies, block) => (replies, block),
         // Nothing was watched, so nothing can abort.
         Proposed::Aborted => (Vec::new(), None),
@@ -628,13 +662,16 @@ pub enum Proposed {
     Aborted,
 }
 
-/// [`propose`] with WATCHed keys checked when the entry applies.
+/// [`propose`] with WATCHed keys checked when the entry applies, and
+/// `out_of_memory` (the leader found memory over the limit with nothing left
+/// to evict) carried in the entry for scripts.
 pub async fn propose_watched(
     replica: &Replica,
     db: usize,
     protocol: Protocol,
     run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
     watched: Vec<(Bytes, Bytes)>,
+    out_of_memory: bool,
 ) -> Proposed {
     let raft = &replica.group.raft;
     if let Err(forward) = raft.as_leader() {
@@ -660,15 +697,27 @@ pub async fn propose_watched(
     } else {
         WRITE_LIMIT
     };
+    let (db, resp3) = (db as u32, protocol == Protocol::Resp3);
+    let commands = run.iter().map(|(arguments, _)| arguments.clone()).collect();
+    let op = if out_of_memory {
+        Op::ExecOutOfMemory {
+            db,
+            resp3,
+            commands,
+            watched,
+        }
+    } else {
+        Op::Exec {
+            db,
+            resp3,
+            commands,
+            watched,
+        }
+    };
     let request = Request {
         now_ms: clock::unix_ms(),
         seed,
-        op: Op::Exec {
-            db: db as u32,
-            resp3: protocol == Protocol::Resp3,
-            commands: run.iter().map(|(arguments, _)| arguments.clone()).collect(),
-            watched,
-        },
+        op,
     };
     match replica.group.propose(request, write_limit).await {
         Proposal::Applied(response) if response.aborted => Proposed::Aborted,

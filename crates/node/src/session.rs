@@ -73,6 +73,22 @@ pub fn queue_in_multi(
     InMulti::Answered(Frame::simple("QUEUED"))
 }
 
+/// Whether `spec` would be queued (MULTI is open and it is not one of the
+/// commands that run at once inside it).
+pub fn queues(session: &Session, spec: &CommandSpec) -> bool {
+    session.multi.is_some()
+        && !matches!(
+            spec.name,
+            "exec" | "discard" | "multi" | "quit" | "reset" | "watch"
+        )
+}
+
+/// EXEC's reply when the transaction is refused as a whole (Redis's
+/// `execCommandAbort`).
+pub fn execabort_because(error: &str) -> String {
+    format!("EXECABORT Transaction discarded because of: {error}")
+}
+
 /// Marks the transaction failed when a request inside MULTI could not even be
 /// resolved (unknown command, wrong arity).
 pub fn refuse_in_multi(session: &mut Session) {

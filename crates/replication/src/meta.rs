@@ -154,6 +154,7 @@ pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
             Frame::Integer(1)
         }
         Op::Exec { .. }
+        | Op::ExecOutOfMemory { .. }
         | Op::ExpireTick
         | Op::SlotState { .. }
         | Op::DropSlot { .. }

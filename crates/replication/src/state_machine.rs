@@ -163,11 +163,13 @@ impl StateMachine {
 /// `Keyspace::script_may_run_long`).
 fn may_run_long(state: &mut ShardState, request: &Request) -> bool {
     match &request.op {
-        Op::Exec { commands, .. } => commands.iter().any(|arguments| {
-            arguments.first().is_some_and(|name| {
-                keyspace::commands::lookup(name).is_some_and(|spec| spec.group == "scripting")
-            }) && state.keyspace.script_may_run_long(arguments)
-        }),
+        Op::Exec { commands, .. } | Op::ExecOutOfMemory { commands, .. } => {
+            commands.iter().any(|arguments| {
+                arguments.first().is_some_and(|name| {
+                    keyspace::commands::lookup(name).is_some_and(|spec| spec.group == "scripting")
+                }) && state.keyspace.script_may_run_long(arguments)
+            })
+        }
         _ => false,
     }
 }
@@ -232,11 +234,18 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
         }
         Op::Exec {
             db,
-            resp3: _,
             commands,
             watched,
+            ..
+        }
+        | Op::ExecOutOfMemory {
+            db,
+            commands,
+            watched,
+            ..
         } => {
             let mut context = Context::new(now_ms, request.seed);
+            context.out_of_memory = matches!(request.op, Op::ExecOutOfMemory { .. });
             context.db = (*db as usize).min(state.keyspace.dbs().len().saturating_sub(1));
             if watched.iter().any(|(key, fingerprint)| {
                 state.keyspace.watch_fingerprint(context.db, key, now_ms) != *fingerprint

@@ -83,12 +83,23 @@ pub enum Op {
     /// Shard: delete keys the leader chose to evict under `maxmemory`
     /// (database, key), each if still present.
     Evict { keys: Vec<(u32, Bytes)> },
+    /// [`Op::Exec`] proposed while the leader was over `maxmemory` with
+    /// nothing left to evict (Redis's pre-command OOM state): scripts run
+    /// with `Context::out_of_memory`, on every replica alike.
+    ExecOutOfMemory {
+        db: u32,
+        resp3: bool,
+        commands: Vec<Vec<Bytes>>,
+        watched: Vec<(Bytes, Bytes)>,
+    },
 }
 
 impl Request {
     pub fn protocol(&self) -> Protocol {
         match &self.op {
-            Op::Exec { resp3: true, .. } => Protocol::Resp3,
+            Op::Exec { resp3: true, .. } | Op::ExecOutOfMemory { resp3: true, .. } => {
+                Protocol::Resp3
+            }
             _ => Protocol::Resp2,
         }
     }
@@ -97,7 +108,7 @@ impl Request {
 impl fmt::Display for Request {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.op {
-            Op::Exec { db, commands, .. } => {
+            Op::Exec { db, commands, .. } | Op::ExecOutOfMemory { db, commands, .. } => {
                 write!(
                     formatter,
                     "exec db={db} commands={} t={}",

@@ -204,6 +204,7 @@ pub fn eval(
             name: &name,
             read_only: read_only || flags.no_writes,
             as_function: false,
+            oom_on_first_write: context.out_of_memory && !flags.declared,
         },
     );
     let used = sandbox

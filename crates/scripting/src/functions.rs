@@ -366,6 +366,7 @@ pub fn fcall(
             name: &found.name,
             read_only: read_only || found.flags.no_writes,
             as_function: true,
+            oom_on_first_write: false,
         },
     );
     let used = sandbox

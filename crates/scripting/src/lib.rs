@@ -202,6 +202,11 @@ impl ScriptFlags {
 
 /// Refuses a run its flags forbid here (cluster mode for `no-cluster`).
 fn check_flags(flags: &ScriptFlags, context: &Context) -> Result<(), Frame> {
+    // As Redis: a script with declared flags that may write and does not
+    // allow OOM is refused up front while memory is over the limit.
+    if context.out_of_memory && flags.declared && !flags.no_writes && !flags.allow_oom {
+        return Err(Frame::error(keyspace::evict::OOM));
+    }
     if flags.no_cluster && context.cluster_mode {
         return Err(Frame::error(
             "ERR Can not run script on cluster, 'no-cluster' flag is set.",

@@ -28,6 +28,10 @@ pub struct RunOptions<'a> {
     pub read_only: bool,
     /// Functions get KEYS and ARGV as arguments, scripts as globals.
     pub as_function: bool,
+    /// A script without a shebang, run while memory is over the limit: its
+    /// first write that may grow memory fails with OOM (later ones cannot,
+    /// since a script is not stopped half way).
+    pub oom_on_first_write: bool,
 }
 
 /// Runs `function` against the keyspace. `keys` and `argv` are the command's.
@@ -73,6 +77,7 @@ pub fn run(
             read_only: options.read_only,
             slot,
             killable,
+            oom_on_first_write: options.oom_on_first_write,
         };
         let _current = CurrentRun::enter(lua, &mut state);
         let (ok, value): (bool, Value) = if options.as_function {
@@ -337,6 +342,8 @@ struct CallState<'a> {
     /// The slot of the declared keys (cluster mode confines calls to it).
     slot: Option<u16>,
     killable: bool,
+    /// See [`RunOptions::oom_on_first_write`]; cleared by the first write.
+    oom_on_first_write: bool,
 }
 
 const NOT_ALLOWED: &str = "This Redis command is not allowed from script";
@@ -415,6 +422,14 @@ fn call_command(
                         )
                     }
                 }
+            }
+            if state.oom_on_first_write && spec.has(flags::DENYOOM) {
+                return Ok(Err(error_text(
+                    format!("-{}", keyspace::evict::OOM).as_bytes(),
+                )));
+            }
+            if spec.is_write() {
+                state.oom_on_first_write = false;
             }
             if spec.is_write() && state.killable {
                 state.killable = false;

@@ -126,7 +126,7 @@ fn entry_bytes(entry: &Entry) -> u64 {
     const ARGUMENT_OVERHEAD: u64 = 40;
     match &entry.payload {
         openraft::EntryPayload::Normal(request) => match &request.op {
-            crate::Op::Exec { commands, .. } => {
+            crate::Op::Exec { commands, .. } | crate::Op::ExecOutOfMemory { commands, .. } => {
                 ENTRY_OVERHEAD
                     + commands
                         .iter()
