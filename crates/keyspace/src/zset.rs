@@ -9,26 +9,24 @@
 //!   and the vector holds at most [`LISTPACK_MAX_ENTRIES`] entries whose members
 //!   are at most [`LISTPACK_MAX_VALUE_BYTES`] long, as Redis's listpack does.
 //! - `skiplist`: an order-statistic tree ([`RankTree`], an AVL tree whose nodes
-//!   know their subtree sizes: O(log N) insert, delete, rank and select) plus a
-//!   member index ordered by a fixed keyed hash of the member, then the member
-//!   (O(log N) score lookups, and a ZSCAN cursor that survives any change).
+//!   know their subtree sizes: O(log N) insert, delete, rank and select, and
+//!   O(log N + M) removal of M consecutive ranks by split and join) plus a
+//!   member index, the keyspace's own hash table ([`Dict`]) under a fixed key
+//!   (O(1) score lookups and removals, and ZSCAN's reverse-binary cursor, which
+//!   survives any change and reads the same on every replica).
 //!
 //! A set becomes a skiplist when an addition would take it past either limit,
 //! and never goes back, as in Redis. Short members (up to 22 bytes) are stored
 //! inline in both forms, without an allocation of their own.
 //!
 //! Nothing here depends on where values sit in memory or on global randomness:
-//! iteration order is the score order, the index order is a fixed function of
-//! the members, and random picks draw from the caller's [`Rng`].
+//! iteration order is the score order, the index's buckets are a fixed
+//! function of the members, and random picks draw from the caller's [`Rng`].
 
+use crate::dict::Dict;
 use crate::list::ListElement;
 use crate::rng::Rng;
-use siphasher::sip::SipHasher13;
-use std::borrow::Borrow;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
-use std::hash::Hasher;
-use std::ops::Bound;
 
 /// `zset-max-listpack-entries`: most entries a listpack-encoded set holds.
 pub const LISTPACK_MAX_ENTRIES: usize = 128;
@@ -36,8 +34,8 @@ pub const LISTPACK_MAX_ENTRIES: usize = 128;
 /// `zset-max-listpack-value`: longest member a listpack-encoded set holds.
 pub const LISTPACK_MAX_VALUE_BYTES: usize = 64;
 
-/// Fixed keys for the member index's hash: the index order (and so ZSCAN's
-/// order) must be the same on every replica and after every reload.
+/// Fixed keys for the member index's hash: the index's buckets (and so
+/// ZSCAN's order) must be the same on every replica and after every reload.
 const INDEX_HASH_KEYS: (u64, u64) = (0x7a73_6574_2d69_6e64, 0x6578_2d6f_7264_6572);
 
 /// One member and its score. Scores are never NaN.
@@ -172,10 +170,9 @@ impl ZSetValue {
             return None;
         }
         entries.sort_by(|first, second| first.cmp_to(second.score, second.member()));
-        let mut index = BTreeMap::new();
+        let mut index = Dict::new(INDEX_HASH_KEYS);
         for entry in &entries {
-            let key = IndexKey::new(entry.member());
-            if index.insert(key, entry.score).is_some() {
+            if index.insert(entry.member(), entry.score).is_some() {
                 return None;
             }
         }
@@ -223,10 +220,10 @@ impl ZSetValue {
             return;
         };
         let entries = std::mem::take(entries);
-        let index = entries
-            .iter()
-            .map(|entry| (IndexKey::new(entry.member()), entry.score))
-            .collect();
+        let mut index = Dict::new(INDEX_HASH_KEYS);
+        for entry in &entries {
+            index.insert_new(entry.member(), entry.score);
+        }
         self.repr = Repr::Skiplist(Box::new(Indexed {
             tree: RankTree::from_sorted(entries),
             index,
@@ -283,7 +280,7 @@ impl ZSetValue {
                 entries.insert(position, Entry::new(score, member));
             }
             Repr::Skiplist(indexed) => {
-                indexed.index.insert(IndexKey::new(member), score);
+                indexed.index.insert_new(member, score);
                 indexed.tree.insert(Entry::new(score, member));
             }
         }
@@ -297,9 +294,7 @@ impl ZSetValue {
                 Some(entries.remove(position).score)
             }
             Repr::Skiplist(indexed) => {
-                let score = indexed
-                    .index
-                    .remove(&Probe::new(member) as &dyn IndexView)?;
+                let score = indexed.index.remove(member)?;
                 let rank = indexed.tree.rank_of(score, member);
                 indexed.tree.remove_at(rank);
                 Some(score)
@@ -368,12 +363,8 @@ impl ZSetValue {
                 entries.drain(first..end);
             }
             Repr::Skiplist(indexed) => {
-                for _ in first..end {
-                    if let Some(entry) = indexed.tree.remove_at(first) {
-                        indexed
-                            .index
-                            .remove(&Probe::new(entry.member()) as &dyn IndexView);
-                    }
+                for entry in indexed.tree.remove_range(first, end) {
+                    indexed.index.remove(entry.member());
                 }
             }
         }
@@ -391,9 +382,7 @@ impl ZSetValue {
             Repr::Listpack(entries) => Some(entries.remove(rank)),
             Repr::Skiplist(indexed) => {
                 let entry = indexed.tree.remove_at(rank)?;
-                indexed
-                    .index
-                    .remove(&Probe::new(entry.member()) as &dyn IndexView);
+                indexed.index.remove(entry.member());
                 Some(entry)
             }
         }
@@ -407,12 +396,11 @@ impl ZSetValue {
         self.get(rng.below(self.len() as u64) as usize)
     }
 
-    /// One ZSCAN step over a skiplist-encoded set: visits the members whose
-    /// index position is at or after `cursor`, about `count` of them (never
-    /// splitting members that share a hash), and returns the next cursor, 0
-    /// when done. A member present for the whole scan is visited at least
-    /// once whatever changes between steps. A listpack-encoded set is visited
-    /// whole.
+    /// One ZSCAN step over a skiplist-encoded set: visits the members of the
+    /// index's buckets from `cursor` on (reverse-binary order, whole buckets)
+    /// until about `count` were seen, and returns the next cursor, 0 when
+    /// done. A member present for the whole scan is visited at least once
+    /// whatever changes between steps. A listpack-encoded set is visited whole.
     pub fn scan(&self, cursor: u64, count: usize, mut visit: impl FnMut(&[u8], f64)) -> u64 {
         let Repr::Skiplist(indexed) = &self.repr else {
             for entry in self.iter() {
@@ -420,20 +408,12 @@ impl ZSetValue {
             }
             return 0;
         };
-        let start = Probe {
-            hash: cursor,
-            member: b"",
-        };
-        let mut last_hash = None;
-        let range = (Bound::Included(&start as &dyn IndexView), Bound::Unbounded);
-        for (visited, (key, &score)) in indexed.index.range::<dyn IndexView, _>(range).enumerate() {
-            if visited >= count.max(1) && last_hash != Some(key.hash) {
-                return key.hash;
-            }
-            visit(key.member.as_bytes(), score);
-            last_hash = Some(key.hash);
-        }
-        0
+        let count = count.max(1);
+        indexed
+            .index
+            .scan(cursor, count, count.saturating_mul(10), |member, score| {
+                visit(member, *score)
+            })
     }
 
     /// Checks the representation's invariants (tests).
@@ -477,123 +457,12 @@ impl ZSetValue {
 #[derive(Clone)]
 struct Indexed {
     tree: RankTree,
-    index: BTreeMap<IndexKey, f64>,
+    index: Dict<f64>,
 }
 
 impl Indexed {
     fn score(&self, member: &[u8]) -> Option<f64> {
-        self.index
-            .get(&Probe::new(member) as &dyn IndexView)
-            .copied()
-    }
-}
-
-/// The member hash that orders the index.
-fn member_hash(member: &[u8]) -> u64 {
-    let mut hasher = SipHasher13::new_with_keys(INDEX_HASH_KEYS.0, INDEX_HASH_KEYS.1);
-    hasher.write(member);
-    hasher.finish()
-}
-
-/// A view of an index position: the member's hash, then the member. Lets the
-/// index be searched with a borrowed member (no allocation per lookup).
-trait IndexView {
-    fn hash(&self) -> u64;
-    fn member(&self) -> &[u8];
-}
-
-impl PartialEq for dyn IndexView + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash() == other.hash() && self.member() == other.member()
-    }
-}
-
-impl Eq for dyn IndexView + '_ {}
-
-impl PartialOrd for dyn IndexView + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for dyn IndexView + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.hash(), self.member()).cmp(&(other.hash(), other.member()))
-    }
-}
-
-/// A member stored in the index, with its hash.
-#[derive(Clone)]
-struct IndexKey {
-    hash: u64,
-    member: ListElement,
-}
-
-impl IndexKey {
-    fn new(member: &[u8]) -> IndexKey {
-        IndexKey {
-            hash: member_hash(member),
-            member: ListElement::new(member),
-        }
-    }
-}
-
-impl IndexView for IndexKey {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn member(&self) -> &[u8] {
-        self.member.as_bytes()
-    }
-}
-
-impl PartialEq for IndexKey {
-    fn eq(&self, other: &Self) -> bool {
-        (self as &dyn IndexView) == (other as &dyn IndexView)
-    }
-}
-
-impl Eq for IndexKey {}
-
-impl PartialOrd for IndexKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for IndexKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self as &dyn IndexView).cmp(other as &dyn IndexView)
-    }
-}
-
-impl<'a> Borrow<dyn IndexView + 'a> for IndexKey {
-    fn borrow(&self) -> &(dyn IndexView + 'a) {
-        self
-    }
-}
-
-/// A member to look up.
-struct Probe<'a> {
-    hash: u64,
-    member: &'a [u8],
-}
-
-impl<'a> Probe<'a> {
-    fn new(member: &'a [u8]) -> Probe<'a> {
-        Probe {
-            hash: member_hash(member),
-            member,
-        }
-    }
-}
-
-impl IndexView for Probe<'_> {
-    fn hash(&self) -> u64 {
-        self.hash
-    }
-    fn member(&self) -> &[u8] {
-        self.member
+        self.index.get(member).copied()
     }
 }
 
@@ -744,6 +613,78 @@ fn remove_from(mut node: Box<Node>, rank: usize) -> (Link, Option<Entry>) {
     }
 }
 
+/// Joins `left` (entries before `middle`), `middle` (a node whose children
+/// are ignored) and `right` (entries after it) into one balanced tree, in
+/// O(|height(left) - height(right)| + 1): the lower tree hangs off the
+/// taller one's spine where the heights meet, and each level on the way back
+/// is rebalanced.
+fn join(left: Link, mut middle: Box<Node>, right: Link) -> Box<Node> {
+    let (left_height, right_height) = (height(&left), height(&right));
+    if left_height > right_height + 1 {
+        if let Some(mut top) = left {
+            top.right = Some(join(top.right.take(), middle, right));
+            return rebalance(top);
+        }
+    } else if right_height > left_height + 1 {
+        if let Some(mut top) = right {
+            top.left = Some(join(left, middle, top.left.take()));
+            return rebalance(top);
+        }
+    }
+    middle.left = left;
+    middle.right = right;
+    update(&mut middle);
+    middle
+}
+
+/// Joins two trees, every entry of `left` before every entry of `right`.
+fn join_two(left: Link, right: Link) -> Link {
+    let Some(right) = right else {
+        return left;
+    };
+    if left.is_none() {
+        return Some(right);
+    }
+    let (right, first) = remove_from(right, 0);
+    let Some(first) = first else {
+        return left;
+    };
+    let middle = Box::new(Node {
+        entry: first,
+        left: None,
+        right: None,
+        size: 1,
+        height: 1,
+    });
+    Some(join(left, middle, right))
+}
+
+/// Splits a tree into its first `rank` entries and the rest, in O(log N).
+fn split(link: Link, rank: usize) -> (Link, Link) {
+    let Some(mut node) = link else {
+        return (None, None);
+    };
+    let (left, right) = (node.left.take(), node.right.take());
+    let left_size = size(&left);
+    if rank <= left_size {
+        let (before, after) = split(left, rank);
+        (before, Some(join(after, node, right)))
+    } else {
+        let (before, after) = split(right, rank - left_size - 1);
+        (Some(join(left, node, before)), after)
+    }
+}
+
+/// Moves a subtree's entries, in order, onto `out`.
+fn drain_into(link: Link, out: &mut Vec<Entry>) {
+    if let Some(node) = link {
+        let node = *node;
+        drain_into(node.left, out);
+        out.push(node.entry);
+        drain_into(node.right, out);
+    }
+}
+
 /// A balanced subtree of sorted entries, in O(N).
 fn build(entries: &mut std::vec::IntoIter<Entry>, count: usize) -> Link {
     if count == 0 {
@@ -784,6 +725,21 @@ impl RankTree {
     /// Adds an entry whose member is not in the tree.
     pub fn insert(&mut self, entry: Entry) {
         self.root = Some(insert_into(self.root.take(), entry));
+    }
+
+    /// Removes the entries of ranks `first..end` and returns them in order:
+    /// O(log N + M) for M entries (two splits, one join).
+    pub fn remove_range(&mut self, first: usize, end: usize) -> Vec<Entry> {
+        let end = end.min(self.len());
+        if first >= end {
+            return Vec::new();
+        }
+        let (before, rest) = split(self.root.take(), first);
+        let (removed, after) = split(rest, end - first);
+        self.root = join_two(before, after);
+        let mut entries = Vec::with_capacity(end - first);
+        drain_into(removed, &mut entries);
+        entries
     }
 
     /// Removes and returns the entry at `rank`.
@@ -967,6 +923,7 @@ impl Drop for RankTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn members(set: &ZSetValue) -> Vec<String> {
         set.iter()
@@ -1037,6 +994,49 @@ mod tests {
         let duplicated = vec![Entry::new(1.0, b"a"), Entry::new(2.0, b"a")];
         assert!(ZSetValue::from_entries(duplicated).is_none());
         assert!(ZSetValue::from_entries(vec![Entry::new(f64::NAN, b"a")]).is_none());
+    }
+
+    /// Range removal by split and join: prefixes, suffixes, middles and the
+    /// whole set, of every size, leave a balanced tree holding exactly the
+    /// rest, and hand back the removed entries in order.
+    #[test]
+    fn removing_rank_ranges_keeps_the_tree_balanced_and_exact() {
+        let mut rng = Rng::new(7);
+        for length in [1usize, 2, 3, 10, 129, 500, 2000] {
+            for _ in 0..20 {
+                let entries: Vec<Entry> = (0..length)
+                    .map(|index| Entry::new(index as f64, format!("m{index:05}").as_bytes()))
+                    .collect();
+                let mut set = ZSetValue::from_entries(entries.clone()).unwrap();
+                set.convert_to_skiplist();
+                let first = rng.below(length as u64 + 1) as usize;
+                let end = first + rng.below((length - first) as u64 + 2) as usize;
+                let removed = set.remove_ranks(first, end);
+                let end = end.min(length);
+                assert_eq!(removed, end.saturating_sub(first));
+                set.check().unwrap();
+                let expected: Vec<&Entry> = entries[..first]
+                    .iter()
+                    .chain(&entries[end.max(first)..])
+                    .collect();
+                assert_eq!(set.iter().collect::<Vec<_>>(), expected);
+                for entry in &entries[first..end.max(first)] {
+                    assert_eq!(set.score(entry.member()), None);
+                }
+            }
+        }
+        let mut tree = RankTree::from_sorted(
+            (0..100)
+                .map(|index| Entry::new(index as f64, b"x"))
+                .collect(),
+        );
+        let taken = tree.remove_range(10, 20);
+        assert_eq!(
+            taken.iter().map(|entry| entry.score).collect::<Vec<_>>(),
+            (10..20).map(f64::from).collect::<Vec<_>>()
+        );
+        tree.check().unwrap();
+        assert_eq!(tree.len(), 90);
     }
 
     /// A small deterministic generator for the structure tests.
