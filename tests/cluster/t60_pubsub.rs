@@ -91,3 +91,126 @@ fn shard_channels_follow_their_slot() {
         .query(&mut publisher);
     assert_eq!(crossed.unwrap_err().code(), Some("CROSSSLOT"));
 }
+
+/// PUBLISH from a script reaches the subscribers of every node exactly once
+/// (only the leader that proposed the script's entry delivers, and forwards),
+/// in the order the scripts ran; the script sees 0 receivers; SPUBLISH from a
+/// script reaches the shard channel's subscribers on the slot's leader; a
+/// read-only script may not publish.
+#[test]
+fn scripts_publish_once_to_every_node() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let mut subscribers: Vec<redis::Connection> =
+        (0..3).map(|index| cluster.client(index)).collect();
+    let mut channels = Vec::new();
+    for connection in &mut subscribers {
+        let mut pubsub = connection.as_pubsub();
+        pubsub
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        pubsub.subscribe("jobs").unwrap();
+        channels.push(pubsub);
+    }
+    let mut client = cluster.cluster_client();
+    let script = redis::Script::new(
+        "redis.call('RPUSH', KEYS[1], ARGV[1]); return redis.call('PUBLISH', 'jobs', ARGV[1])",
+    );
+    for index in 0..10 {
+        let received: i64 = script
+            .key(format!("queue:{index}"))
+            .arg(format!("job-{index}"))
+            .invoke(&mut client)
+            .unwrap();
+        assert_eq!(received, 0);
+    }
+    for pubsub in &mut channels {
+        for index in 0..10 {
+            assert_eq!(message(pubsub), ("jobs".into(), format!("job-{index}")));
+        }
+        // Nothing more: each message came once.
+        pubsub
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        assert!(pubsub.get_message().is_err(), "a message came twice");
+    }
+    let error = redis::cmd("EVAL_RO")
+        .arg("return redis.call('PUBLISH', 'jobs', 'x')")
+        .arg(1)
+        .arg("queue:0")
+        .query::<i64>(&mut client)
+        .unwrap_err();
+    assert!(
+        format!("{error:?}").contains("Write commands are not allowed from read-only scripts"),
+        "{error:?}"
+    );
+    // SPUBLISH from a script whose key shares the channel's slot.
+    let mut home = None;
+    for index in 0..3 {
+        let mut connection = cluster.client(index);
+        let reply: redis::RedisResult<i64> = redis::cmd("SPUBLISH")
+            .arg("{orders}:eu")
+            .arg("probe")
+            .query(&mut connection);
+        if reply.is_ok() {
+            home = Some(index);
+        }
+    }
+    let home = home.expect("one node serves the channel's slot");
+    let mut subscriber = Raw::connect(cluster.members[home].port);
+    subscriber.roundtrip(
+        &["SSUBSCRIBE", "{orders}:eu"],
+        "*3\r\n$10\r\nssubscribe\r\n$11\r\n{orders}:eu\r\n:1\r\n",
+    );
+    let received: i64 = redis::cmd("EVAL")
+        .arg("return redis.call('SPUBLISH', KEYS[1], 'shipped')")
+        .arg(1)
+        .arg("{orders}:eu")
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(received, 0);
+    subscriber.expect(b"*3\r\n$8\r\nsmessage\r\n$11\r\n{orders}:eu\r\n$7\r\nshipped\r\n");
+    let error = redis::cmd("EVAL")
+        .arg("return redis.call('SPUBLISH', '{other}:channel', 'x')")
+        .arg(1)
+        .arg("{orders}:eu")
+        .query::<i64>(&mut client)
+        .unwrap_err();
+    assert!(
+        format!("{error:?}").contains("do not hash to the same slot"),
+        "{error:?}"
+    );
+}
+
+/// A shard channel's subscribers on every replica of its shard get each
+/// SPUBLISH once, whichever replica it was published on (a client may
+/// SSUBSCRIBE on a replica, or stay on a former leader).
+#[test]
+fn spublish_reaches_shard_subscribers_on_every_replica() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let mut subscribers: Vec<Raw> = (0..3)
+        .map(|index| Raw::connect(cluster.members[index].port))
+        .collect();
+    for subscriber in &mut subscribers {
+        subscriber.roundtrip(
+            &["SSUBSCRIBE", "{orders}:eu"],
+            "*3\r\n$10\r\nssubscribe\r\n$11\r\n{orders}:eu\r\n:1\r\n",
+        );
+    }
+    for publisher in 0..3 {
+        let mut connection = cluster.client(publisher);
+        let received: i64 = redis::cmd("SPUBLISH")
+            .arg("{orders}:eu")
+            .arg(format!("from-{publisher}"))
+            .query(&mut connection)
+            .unwrap();
+        assert_eq!(received, 1, "this node's own subscriber");
+        for subscriber in &mut subscribers {
+            subscriber.expect(
+                format!(
+                    "*3\r\n$8\r\nsmessage\r\n$11\r\n{{orders}}:eu\r\n$6\r\nfrom-{publisher}\r\n"
+                )
+                .as_bytes(),
+            );
+        }
+    }
+}

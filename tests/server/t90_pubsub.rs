@@ -287,3 +287,27 @@ fn key_misses_are_notified_only_when_asked_for() {
     events.expect(&message("gone"));
     events.expect(&message("absent"));
 }
+
+/// A script's PUBLISH reaches subscribers once the script is done; the
+/// script sees 0 receivers (as on a shard, where counts would differ between
+/// replicas).
+#[test]
+fn scripts_publish_to_subscribers() {
+    let server = Server::start(&[]);
+    let mut subscriber = server.connect();
+    subscriber.roundtrip(
+        &["SUBSCRIBE", "news"],
+        "*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n",
+    );
+    let mut client = server.connect();
+    client.roundtrip(
+        &[
+            "EVAL",
+            "redis.call('PUBLISH', 'news', 'a'); return redis.call('PUBLISH', 'news', 'b')",
+            "0",
+        ],
+        ":0\r\n",
+    );
+    subscriber.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\na\r\n");
+    subscriber.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\nb\r\n");
+}

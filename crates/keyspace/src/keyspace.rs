@@ -187,6 +187,20 @@ pub struct Keyspace {
     pub(crate) events: Vec<crate::notify::Event>,
     /// Whether the databases record expired keys for events.
     pub(crate) recording_expired: bool,
+    /// Messages scripts published (PUBLISH/SPUBLISH) since the last
+    /// [`Keyspace::take_published`]; the node delivers them (not replicated
+    /// state).
+    pub(crate) published: Vec<Published>,
+}
+
+/// A message a script published: delivered by the node once the script's
+/// command (or entry) is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub channel: Bytes,
+    pub message: Bytes,
+    /// SPUBLISH: a shard channel.
+    pub shard: bool,
 }
 
 impl Keyspace {
@@ -209,6 +223,7 @@ impl Keyspace {
             engine: EngineSlot::default(),
             events: Vec::new(),
             recording_expired: false,
+            published: Vec::new(),
         }
     }
 
@@ -233,6 +248,7 @@ impl Keyspace {
             engine: EngineSlot::default(),
             events: Vec::new(),
             recording_expired: false,
+            published: Vec::new(),
         }
     }
 
@@ -459,6 +475,20 @@ impl Keyspace {
     /// call, in the order they first did, each once; clears the record. The node
     /// calls this after every batch it runs and re-runs the commands of clients
     /// blocked on these keys.
+    /// Records a message a script published.
+    pub fn publish_from_script(&mut self, channel: Bytes, message: Bytes, shard: bool) {
+        self.published.push(Published {
+            channel,
+            message,
+            shard,
+        });
+    }
+
+    /// The messages scripts published since the last call.
+    pub fn take_published(&mut self) -> Vec<Published> {
+        std::mem::take(&mut self.published)
+    }
+
     pub fn take_ready_keys(&mut self) -> Vec<(usize, Bytes)> {
         self.ready_set.clear();
         std::mem::take(&mut self.ready_keys)

@@ -35,7 +35,8 @@ pub mod zset;
 pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
 pub use keyspace::{
-    BlockOn, Context, Keyspace, KeyspaceConfig, SlotState, Stats, DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
+    BlockOn, Context, Keyspace, KeyspaceConfig, Published, SlotState, Stats,
+    DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
 };
 pub use rng::Rng;
 pub use scripts::{ScriptActivity, ScriptEngine, ScriptEngineFactory, ScriptStore, ScriptingSetup};

@@ -132,6 +132,14 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
 /// Publishes the keyspace events the keyspace recorded (nothing to do, and
 /// nearly free, while `notify-keyspace-events` is empty).
 pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspace) {
+    let published = keyspace.take_published();
+    if !published.is_empty() {
+        crate::pubsub::deliver_script_messages(
+            &shared.pubsub,
+            shared.forwarder.as_ref(),
+            published,
+        );
+    }
     let flags = keyspace.config.notify_flags;
     if flags == 0 {
         return;

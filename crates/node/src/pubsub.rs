@@ -186,6 +186,41 @@ pub fn registry() -> Arc<PubSub> {
         .clone()
 }
 
+/// The cluster node's forwarder, for messages published outside a client's
+/// request (scripts applied from the log); set once by a cluster node.
+static PROCESS_FORWARDER: std::sync::OnceLock<Forwarder> = std::sync::OnceLock::new();
+
+pub fn set_process_forwarder(forwarder: Forwarder) {
+    let _ = PROCESS_FORWARDER.set(forwarder);
+}
+
+pub fn process_forwarder() -> Option<&'static Forwarder> {
+    PROCESS_FORWARDER.get()
+}
+
+/// Delivers what scripts published to this node's subscribers and, through
+/// `forwarder`, the other nodes' (as PUBLISH and SPUBLISH do).
+pub fn deliver_script_messages(
+    pubsub: &PubSub,
+    forwarder: Option<&Forwarder>,
+    messages: Vec<keyspace::Published>,
+) {
+    let limits = pubsub.limits();
+    for message in messages {
+        if message.shard {
+            pubsub.publish_shard(&message.channel, &message.message, limits);
+            if let Some(forwarder) = forwarder {
+                forwarder.forward_shard(&message.channel, &message.message);
+            }
+        } else {
+            pubsub.publish(&message.channel, &message.message, limits);
+            if let Some(forwarder) = forwarder {
+                forwarder.forward(&message.channel, &message.message);
+            }
+        }
+    }
+}
+
 /// Publishes keyspace events on `__keyspace@<db>__:<key>` (message: the
 /// event) and `__keyevent@<db>__:<event>` (message: the key), as the flags ask.
 pub fn publish_events(pubsub: &PubSub, flags: u32, events: Vec<keyspace::notify::Event>) {
@@ -481,10 +516,21 @@ pub fn publish_command(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes])
             let received = shared
                 .pubsub
                 .publish_shard(&arguments[1], &arguments[2], limits);
+            // The shard's other replicas may have subscribers too (a client
+            // may SSUBSCRIBE on any of them, or stay on a former leader).
+            if let Some(forwarder) = &shared.forwarder {
+                forwarder.forward_shard(&arguments[1], &arguments[2]);
+            }
             Frame::Integer(received as i64)
         }
         "slotraft|publish-local" => {
             let received = shared.pubsub.publish(&arguments[2], &arguments[3], limits);
+            Frame::Integer(received as i64)
+        }
+        "slotraft|spublish-local" => {
+            let received = shared
+                .pubsub
+                .publish_shard(&arguments[2], &arguments[3], limits);
             Frame::Integer(received as i64)
         }
         _ => {
@@ -568,11 +614,17 @@ const FORWARD_QUEUE: usize = 65_536;
 const FORWARD_BATCH: usize = 256;
 const PEER_LIMIT: Duration = Duration::from_secs(2);
 
-/// Forwards PUBLISH to the other nodes of a cluster (`SLOTRAFT PUBLISH-LOCAL`),
-/// over one connection per peer kept open between messages.
+/// Forwards PUBLISH and SPUBLISH to the other nodes of a cluster (`SLOTRAFT
+/// PUBLISH-LOCAL` / `SPUBLISH-LOCAL`), over one connection per peer kept open
+/// between messages.
+#[derive(Clone)]
 pub struct Forwarder {
-    queue: tokio::sync::mpsc::Sender<(Bytes, Bytes)>,
+    queue: tokio::sync::mpsc::Sender<Forwarded>,
 }
+
+/// A message to forward: channel, message, and whether it is a shard
+/// channel's.
+type Forwarded = (Bytes, Bytes, bool);
 
 impl Forwarder {
     /// Starts the forwarding task; `peers` answers the other nodes' RESP
@@ -584,11 +636,15 @@ impl Forwarder {
     }
 
     pub fn forward(&self, channel: &Bytes, message: &Bytes) {
-        if self
-            .queue
-            .try_send((channel.clone(), message.clone()))
-            .is_err()
-        {
+        self.send((channel.clone(), message.clone(), false));
+    }
+
+    pub fn forward_shard(&self, channel: &Bytes, message: &Bytes) {
+        self.send((channel.clone(), message.clone(), true));
+    }
+
+    fn send(&self, item: Forwarded) {
+        if self.queue.try_send(item).is_err() {
             tracing::warn!(
                 "the publish forwarding queue is full; a message reaches this node only"
             );
@@ -597,7 +653,7 @@ impl Forwarder {
 }
 
 async fn forward_loop(
-    mut receiver: tokio::sync::mpsc::Receiver<(Bytes, Bytes)>,
+    mut receiver: tokio::sync::mpsc::Receiver<Forwarded>,
     peers: impl Fn() -> Vec<String>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -611,10 +667,15 @@ async fn forward_loop(
             }
         }
         let mut wire = Vec::new();
-        for (channel, message) in &batch {
+        for (channel, message, shard) in &batch {
+            let command: &[u8] = if *shard {
+                b"SPUBLISH-LOCAL"
+            } else {
+                b"PUBLISH-LOCAL"
+            };
             wire.extend(crate::resp_client::encode_request(&[
                 b"SLOTRAFT",
-                b"PUBLISH-LOCAL",
+                command,
                 channel,
                 message,
             ]));

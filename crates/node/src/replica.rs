@@ -79,6 +79,14 @@ impl ApplyObserver for ReadyKeys {
     fn events(&self, flags: u32, events: Vec<keyspace::notify::Event>) {
         crate::pubsub::publish_events(&crate::pubsub::registry(), flags, events);
     }
+
+    fn published(&self, messages: Vec<keyspace::Published>) {
+        crate::pubsub::deliver_script_messages(
+            &crate::pubsub::registry(),
+            crate::pubsub::process_forwarder(),
+            messages,
+        );
+    }
 }
 
 /// Parses `ID=HOST:PORT@RAFTPORT,...` (RESP address, then the Raft port).

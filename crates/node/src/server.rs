@@ -91,7 +91,7 @@ impl Shared {
         let mut shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("fresh Arc"));
         shared.blocking = node.blocking.clone();
         let peers = node.clone();
-        shared.forwarder = Some(crate::pubsub::Forwarder::start(move || {
+        let forwarder = crate::pubsub::Forwarder::start(move || {
             let own = peers.identity.id;
             peers
                 .topology()
@@ -104,7 +104,9 @@ impl Shared {
                         .collect()
                 })
                 .unwrap_or_default()
-        }));
+        });
+        crate::pubsub::set_process_forwarder(forwarder.clone());
+        shared.forwarder = Some(forwarder);
         shared.cluster = Some(node);
         Arc::new(shared)
     }

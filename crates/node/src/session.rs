@@ -284,7 +284,7 @@ pub fn execute(
             session.more_replies = replies;
             first
         }
-        "publish" | "spublish" | "slotraft|publish-local" => {
+        "publish" | "spublish" | "slotraft|publish-local" | "slotraft|spublish-local" => {
             crate::pubsub::publish_command(shared, spec, arguments)
         }
         name if name.starts_with("pubsub|") => crate::pubsub::introspect(shared, spec, arguments),

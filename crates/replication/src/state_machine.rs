@@ -83,6 +83,10 @@ pub trait ApplyObserver: Send + Sync + 'static {
     /// The keyspace events the batch raised (`notify-keyspace-events`), with
     /// the flags that were in force.
     fn events(&self, _flags: u32, _events: Vec<keyspace::notify::Event>) {}
+
+    /// Messages scripts published in entries this replica proposed (as
+    /// leader); other replicas drop theirs, so each is delivered once.
+    fn published(&self, _messages: Vec<keyspace::Published>) {}
 }
 
 /// A snapshot as openraft moves it around: a file on local disk.
@@ -309,12 +313,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Strm: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + Send,
     {
         let mut pending = Vec::new();
+        let mut published = Vec::new();
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
             let response = {
                 let mut state = lock_off_worker(&self.state);
                 state.last_applied = Some(entry.log_id);
-                match &entry.payload {
+                let response = match &entry.payload {
                     EntryPayload::Blank => Response::default(),
                     EntryPayload::Normal(request) if may_run_long(&mut state, request) => {
                         crate::runtime::long_running(|| apply_request(&mut state, request))
@@ -325,7 +330,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                             StoredMembership::new(Some(entry.log_id), membership.clone());
                         Response::default()
                     }
+                };
+                let messages = state.keyspace.take_published();
+                if responder.is_some() {
+                    published.extend(messages);
                 }
+                response
             };
             if let Some(responder) = responder {
                 pending.push((responder, response));
@@ -346,6 +356,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
         if let (Some(observer), false) = (&self.observer, events.is_empty()) {
             observer.events(flags, events);
+        }
+        if let (Some(observer), false) = (&self.observer, published.is_empty()) {
+            observer.published(published);
         }
         for (responder, response) in pending {
             responder.send(response);

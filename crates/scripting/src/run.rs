@@ -400,6 +400,30 @@ fn call_command(
         },
         "echo" => Frame::Bulk(words[1].clone()),
         "select" => select(state, &words[1]),
+        "publish" | "spublish" => {
+            // Delivered by the node once the script is done (by the leader
+            // alone on a shard). The receiver count would differ between
+            // replicas, so a script always sees 0.
+            if state.read_only {
+                return failure("Write commands are not allowed from read-only scripts.");
+            }
+            let shard = spec.name == "spublish";
+            if shard && state.context.cluster_mode {
+                let slot = cluster::key_slot(&words[1]);
+                if state.slot.is_some_and(|own| own != slot) {
+                    return failure(
+                        "Script attempted to access keys that do not hash to the same slot",
+                    );
+                }
+                if state.slot.is_none() {
+                    return failure("Script attempted to access a non local key in a cluster node");
+                }
+            }
+            state
+                .keyspace
+                .publish_from_script(words[1].clone(), words[2].clone(), shard);
+            Frame::Integer(0)
+        }
         _ => {
             if !matches!(spec.handler, Handler::Keyspace(_)) {
                 return failure(NOT_ALLOWED);

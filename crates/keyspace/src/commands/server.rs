@@ -194,6 +194,12 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
         PUBSUB | NOSCRIPT | LOADING | STALE,
         "Delivers a message to this node's subscribers only (PUBLISH forwarded by another node).",
     ),
+    node(
+        "slotraft|spublish-local",
+        4,
+        PUBSUB | NOSCRIPT | LOADING | STALE,
+        "Delivers a message to this node's shard channel subscribers only (SPUBLISH forwarded by another node).",
+    ),
 ];
 
 const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
