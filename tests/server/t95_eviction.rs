@@ -225,43 +225,47 @@ fn lru_keeps_the_recently_used_keys() {
     );
 }
 
-/// Under noeviction with memory over the limit: nothing is queued in MULTI
+/// Under noeviction with memory over the limit (a limit of 1 byte): nothing is queued in MULTI
 /// (OOM, then EXEC answers EXECABORT); an EXEC whose queued writes may grow
 /// memory is refused as a whole; a script without a shebang fails its first
 /// write with OOM but may read, delete, and keep writing once it wrote; a
 /// shebang script that may write is refused unless it allows OOM.
 #[test]
 fn transactions_and_scripts_meet_oom_as_in_redis() {
-    let (_server, mut connection) = limited("noeviction", 300);
-    assert!(
-        fill(&mut connection, "k", 1000, None) > 0,
-        "memory never filled"
-    );
-    let oom = "OOM command not allowed when used memory > 'maxmemory'.";
-    let mut raw = _server.connect();
-    raw.roundtrip(&["MULTI"], "+OK\r\n");
-    raw.roundtrip(&["GET", "k:0"], &format!("-{oom}\r\n"));
-    raw.roundtrip(
-        &["EXEC"],
-        "-EXECABORT Transaction discarded because of previous errors.\r\n",
-    );
-    // Queued while there was room, executed once there is none.
-    let _: i64 = redis::cmd("DEL")
-        .arg(
-            (0..200)
-                .map(|index| format!("k:{index}"))
-                .collect::<Vec<_>>(),
-        )
+    let server = Server::start(&[]);
+    let mut connection = server.redis();
+    let () = redis::cmd("MSET")
+        .arg("k:210")
+        .arg("a")
+        .arg("k:211")
+        .arg("b")
         .query(&mut connection)
         .unwrap();
+    let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+    let mut raw = server.connect();
+    // Queued while there was room, executed once there is none.
     raw.roundtrip(&["MULTI"], "+OK\r\n");
     raw.roundtrip(&["SET", "queued", "x"], "+QUEUED\r\n");
-    assert!(fill(&mut connection, "refill", 1000, None) > 0);
+    // A limit far below what the process uses: out of memory from now on.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .arg("maxmemory")
+        .arg(1)
+        .query(&mut connection)
+        .unwrap();
     raw.roundtrip(
         &["EXEC"],
         &format!("-EXECABORT Transaction discarded because of: {oom}\r\n"),
     );
     raw.roundtrip(&["EXISTS", "queued"], ":0\r\n");
+    raw.roundtrip(&["MULTI"], "+OK\r\n");
+    raw.roundtrip(&["GET", "k:210"], &format!("-{oom}\r\n"));
+    raw.roundtrip(
+        &["EXEC"],
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
     // A script's first write that may grow memory fails; reads and DEL run.
     let script = "local v = redis.call('GET', KEYS[1]); return redis.call('SET', KEYS[2], 'x')";
     raw.roundtrip(
@@ -302,4 +306,56 @@ fn transactions_and_scripts_meet_oom_as_in_redis() {
         .query(&mut connection)
         .unwrap();
     assert_eq!(read_only, 2);
+}
+
+/// `used_memory` follows the real heap: while a few hundred thousand values
+/// of every type go in, its growth is within 10% of the process's resident
+/// growth (both from INFO memory).
+#[test]
+fn used_memory_tracks_the_real_heap_growth() {
+    let server = Server::start(&[]);
+    let mut connection = server.redis();
+    let before = (
+        info_number(&mut connection, "memory", "used_memory"),
+        info_number(&mut connection, "memory", "used_memory_rss"),
+    );
+    for batch in 0..300u64 {
+        let mut pipe = redis::pipe();
+        for index in batch * 1000..(batch + 1) * 1000 {
+            pipe.cmd("SET")
+                .arg(format!("key:{index}"))
+                .arg("v".repeat(24))
+                .ignore();
+            if index % 2 == 0 {
+                pipe.cmd("HSET")
+                    .arg(format!("hash:{}", index % 997))
+                    .arg(format!("field:{index}"))
+                    .arg("x".repeat(40))
+                    .ignore();
+                pipe.cmd("ZADD")
+                    .arg(format!("zset:{}", index % 499))
+                    .arg(index)
+                    .arg(format!("member:{index}"))
+                    .ignore();
+                pipe.cmd("RPUSH")
+                    .arg(format!("list:{}", index % 293))
+                    .arg("y".repeat(30))
+                    .ignore();
+            }
+        }
+        let () = pipe.query(&mut connection).unwrap();
+    }
+    let after = (
+        info_number(&mut connection, "memory", "used_memory"),
+        info_number(&mut connection, "memory", "used_memory_rss"),
+    );
+    let used = after.0 as f64 - before.0 as f64;
+    let resident = after.1 as f64 - before.1 as f64;
+    assert!(resident > 40e6, "the heap grew only {resident} bytes");
+    let ratio = used / resident;
+    eprintln!("used_memory grew {used} bytes, the resident set {resident} ({ratio:.3})");
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "used_memory grew {used} bytes, the resident set {resident} ({ratio:.3})"
+    );
 }

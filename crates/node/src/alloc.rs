@@ -1,5 +1,8 @@
-//! A counting wrapper around the system allocator, so INFO memory can report
-//! `used_memory` as Redis does (bytes currently allocated by the process).
+//! A counting wrapper around the allocator (mimalloc), so INFO memory can
+//! report `used_memory` as Redis does: the bytes of the blocks currently
+//! allocated, counted by their usable size (the allocator's size class, as
+//! Redis counts jemalloc's), so it follows the real heap rather than the
+//! sizes asked for.
 
 use mimalloc::MiMalloc as System;
 use std::alloc::{GlobalAlloc, Layout};
@@ -36,38 +39,46 @@ fn subtract(bytes: usize) {
 }
 
 // SAFETY: every method forwards to `System` with the caller's layout and pointer
-// unchanged; the counters are only bookkeeping.
+// unchanged; the counters are only bookkeeping (usable sizes are read of live
+// blocks only: after an allocation, before a free).
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
         let pointer = unsafe { System.alloc(layout) };
         if !pointer.is_null() {
-            add(layout.size());
+            // SAFETY: a live block mimalloc just returned.
+            add(unsafe { System.usable_size(pointer) });
         }
         pointer
     }
 
     unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        // SAFETY: `pointer` is a live block of this allocator (the caller's
+        // contract), measured before it is freed.
+        subtract(unsafe { System.usable_size(pointer) });
         // SAFETY: forwarded as is; the caller upholds `dealloc`'s contract.
         unsafe { System.dealloc(pointer, layout) };
-        subtract(layout.size());
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded as is; the caller upholds `alloc_zeroed`'s contract.
         let pointer = unsafe { System.alloc_zeroed(layout) };
         if !pointer.is_null() {
-            add(layout.size());
+            // SAFETY: a live block mimalloc just returned.
+            add(unsafe { System.usable_size(pointer) });
         }
         pointer
     }
 
     unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `pointer` is a live block of this allocator.
+        let before = unsafe { System.usable_size(pointer) };
         // SAFETY: forwarded as is; the caller upholds `realloc`'s contract.
         let moved = unsafe { System.realloc(pointer, layout, new_size) };
         if !moved.is_null() {
-            add(new_size);
-            subtract(layout.size());
+            // SAFETY: a live block mimalloc just returned.
+            add(unsafe { System.usable_size(moved) });
+            subtract(before);
         }
         moved
     }
