@@ -829,3 +829,39 @@ fn flushall_and_info_keyspace_cover_nodes_that_lead_several_shards() {
         .unwrap();
     assert_eq!(keyspace_line(&info), None, "{info}");
 }
+
+/// A FLUSHALL pipelined behind a write on a node that leads several shards
+/// empties all of them, not just the write's shard.
+#[test]
+fn a_pipelined_flushall_empties_every_shard_a_node_leads() {
+    let cluster = Cluster::start(3, &["--replicas", "3", "--shards", "6"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
+    let mut connection = router.redis();
+    let mut pipe = redis::pipe();
+    for key in keys("full", 300) {
+        pipe.cmd("SET").arg(key).arg(1).ignore();
+    }
+    let () = pipe.query(&mut connection).unwrap();
+    for index in 0..cluster.members.len() {
+        // A slot this node leads, if any.
+        let Some(slot) = (0..16384u16)
+            .step_by(97)
+            .find(|slot| leader_of(&cluster, *slot) == index)
+        else {
+            continue;
+        };
+        let mut node = cluster.client(index);
+        let () = redis::pipe()
+            .cmd("SET")
+            .arg(format!("{{{}}}:x", tag_for_slot(slot)))
+            .arg(1)
+            .ignore()
+            .cmd("FLUSHALL")
+            .ignore()
+            .query(&mut node)
+            .unwrap();
+    }
+    let size: u64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
+    assert_eq!(size, 0);
+}

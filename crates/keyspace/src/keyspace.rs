@@ -60,6 +60,9 @@ pub struct Context {
     /// first write that may grow memory. Part of the entry on replicas, so
     /// every replica decides alike.
     pub out_of_memory: bool,
+    /// A script is calling: replies must not depend on anything a replica's
+    /// copy may lay out differently (ZSCAN of a skiplist answers in one step).
+    pub in_script: bool,
 }
 
 impl Context {
@@ -73,6 +76,7 @@ impl Context {
             lazy_expire: true,
             block: None,
             out_of_memory: false,
+            in_script: false,
         }
     }
 

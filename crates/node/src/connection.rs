@@ -469,6 +469,7 @@ fn serve_blocked_clients<'a>(
                     lazy_expire: true,
                     block: None,
                     out_of_memory: false,
+                    in_script: false,
                 };
                 let reply = store
                     .keyspace
@@ -501,16 +502,9 @@ fn exec<'a>(
     if transaction.failed {
         return Frame::error(session::EXECABORT);
     }
-    let out_of_memory = {
-        // A watched key that changed (or expired) since WATCH aborts it all.
-        let store = store.get_or_insert_with(|| shared.store());
-        if watched.iter().any(|(db, key, fingerprint)| {
-            store.keyspace.watch_fingerprint(*db, key, now_ms) != *fingerprint
-        }) {
-            return Frame::NullArray;
-        }
-        crate::evict::out_of_memory(store)
-    };
+    let store_guard = store.get_or_insert_with(|| shared.store());
+    // As Redis: memory is checked before EXEC runs at all, then WATCH.
+    let out_of_memory = crate::evict::out_of_memory(store_guard);
     if out_of_memory
         && transaction
             .queued
@@ -518,6 +512,12 @@ fn exec<'a>(
             .any(|(_, spec)| spec.has(flags::DENYOOM))
     {
         return Frame::error_owned(session::execabort_because(keyspace::evict::OOM));
+    }
+    // A watched key that changed (or expired) since WATCH aborts it all.
+    if watched.iter().any(|(db, key, fingerprint)| {
+        store_guard.keyspace.watch_fingerprint(*db, key, now_ms) != *fingerprint
+    }) {
+        return Frame::NullArray;
     }
     let mut replies = Vec::with_capacity(transaction.queued.len());
     for (arguments, spec) in transaction.queued {
@@ -537,6 +537,7 @@ fn exec<'a>(
                     lazy_expire: true,
                     block: None,
                     out_of_memory,
+                    in_script: false,
                 };
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(&arguments) {
                     replication::runtime::long_running(|| {
@@ -676,6 +677,7 @@ fn execute_request<'a>(
                 lazy_expire: true,
                 block: None,
                 out_of_memory,
+                in_script: false,
             };
             let reply =
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(arguments) {

@@ -320,6 +320,7 @@ async fn run(
                         }
                         if !matches!(next.handler, Handler::Keyspace(_))
                             || !next.through_log()
+                            || applies_to_every_led_shard(next)
                             || !route.stays_on(replica, next, next_arguments)
                         {
                             break;

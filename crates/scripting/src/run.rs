@@ -54,6 +54,7 @@ pub fn run(
     *control.random.lock().unwrap_or_else(|p| p.into_inner()) = Rng::new(context.rng.next_u64());
     let client_protocol = context.protocol;
     let client_db = context.db;
+    let was_in_script = std::mem::replace(&mut context.in_script, true);
     let slot = keys.first().map(|key| cluster::key_slot(key));
     let result = (|| -> mlua::Result<Frame> {
         let keys_table = lua.create_sequence_from(
@@ -104,6 +105,7 @@ pub fn run(
     control.activity.finish();
     context.protocol = client_protocol;
     context.db = client_db;
+    context.in_script = was_in_script;
     context.block = None;
     let stop = control.stop.swap(STOP_NONE, Ordering::SeqCst);
     match result {

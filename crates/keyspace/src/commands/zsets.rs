@@ -2100,16 +2100,25 @@ fn zscan(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
         index += 2;
     }
     let mut items = Vec::new();
-    let next = zset.scan(
-        cursor,
-        usize::try_from(count).unwrap_or(usize::MAX),
-        |member, score| {
-            if pattern.is_none_or(|pattern| glob_match(pattern, member, false)) {
-                items.push(Frame::bulk_from_slice(member));
-                items.push(Frame::Bulk(Bytes::from(resp::format_double(score))));
-            }
-        },
-    );
+    let mut visit = |member: &[u8], score: f64| {
+        if pattern.is_none_or(|pattern| glob_match(pattern, member, false)) {
+            items.push(Frame::bulk_from_slice(member));
+            items.push(Frame::Bulk(Bytes::from(resp::format_double(score))));
+        }
+    };
+    let next = if context.in_script {
+        // A skiplist's index is laid out by its history, which a replica
+        // that loaded a snapshot does not share, and a script runs on every
+        // replica: it gets the whole set in one step, in score order, so
+        // every replica computes the same (SCAN may return an element more
+        // than once, so a continued cursor starts over).
+        for entry in zset.iter() {
+            visit(entry.member(), entry.score);
+        }
+        0
+    } else {
+        zset.scan(cursor, usize::try_from(count).unwrap_or(usize::MAX), visit)
+    };
     Frame::Array(vec![
         Frame::Bulk(Bytes::from(next.to_string())),
         Frame::Array(items),
@@ -3307,6 +3316,25 @@ mod tests {
         }
         assert_eq!(seen.len(), 300);
         assert!(calls >= 10, "{calls}");
+        // Inside a script the whole set comes in one step, in score order,
+        // whatever the cursor: a copy of the set with another index layout
+        // (a replica that loaded a snapshot) answers the same.
+        h.context.in_script = true;
+        for cursor in ["0", "12345"] {
+            let Frame::Array(reply) = h.run(&["ZSCAN", "big", cursor, "COUNT", "5"]) else {
+                panic!("an array");
+            };
+            assert_eq!(reply[0], Frame::bulk("0"));
+            let Frame::Array(items) = &reply[1] else {
+                panic!("items");
+            };
+            let members: Vec<Frame> = items.iter().step_by(2).cloned().collect();
+            let expected: Vec<Frame> = (0..300)
+                .map(|index| Frame::bulk(format!("m{index}")))
+                .collect();
+            assert_eq!(members, expected);
+        }
+        h.context.in_script = false;
     }
 
     // ---- Types, encodings, dump ----------------------------------------------------------------

@@ -224,7 +224,10 @@ async fn write_jobs(
         let mut next = Some(first);
         while let Some(job) = next.take() {
             wire.extend_from_slice(&job.wire);
-            if pending.send((job.count, job.done)).is_err() {
+            if let Err(mpsc::error::SendError((_, done))) = pending.send((job.count, job.done)) {
+                // The reader is gone: nothing of this job was sent.
+                let failure = Failure::Connect("the node connection closed".to_string());
+                let _ = done.send((Vec::new(), Some(failure)));
                 return;
             }
             if wire.len() < MAX_WRITE_BYTES {
@@ -263,6 +266,19 @@ async fn read_replies(
     let deadline = tokio::time::sleep(limit);
     tokio::pin!(deadline);
     let reason = 'link: loop {
+        // Jobs are registered before their bytes are written: take every
+        // registered one first, so a reply never looks unasked for because
+        // its job was not picked up yet.
+        while let Ok((count, done)) = waiting_jobs.try_recv() {
+            if queue.is_empty() {
+                deadline.as_mut().reset(Instant::now() + limit);
+            }
+            queue.push_back(Waiting {
+                count,
+                replies: Vec::with_capacity(count),
+                done,
+            });
+        }
         // Hand out every complete reply.
         while let Some(front) = queue.front_mut() {
             match resp::reply_length(&buffer) {
