@@ -1002,6 +1002,47 @@ fn function_kill_stops_a_busy_read_only_function() {
     wait_busy(&mut other, BUSY_FUNCTION);
     let busy = format!("-{BUSY_FUNCTION}\r\n");
     other.roundtrip(&["GET", "x"], &busy);
+    // FUNCTION STATS shows the running function while it is busy.
+    other.command(&[b"FUNCTION", b"STATS"]);
+    let Frame::Array(stats) = other.read_frame() else {
+        panic!("FUNCTION STATS is a map (a flat array in RESP2)");
+    };
+    assert_eq!(stats[0], Frame::bulk("running_script"));
+    let Frame::Array(running) = &stats[1] else {
+        panic!("a running function: {:?}", stats[1]);
+    };
+    assert_eq!(running[0..2], [Frame::bulk("name"), Frame::bulk("spin")]);
+    assert_eq!(
+        running[2..4],
+        [
+            Frame::bulk("command"),
+            Frame::Array(vec![
+                Frame::bulk("FCALL_RO"),
+                Frame::bulk("spin"),
+                Frame::bulk("0")
+            ])
+        ]
+    );
+    assert_eq!(running[4], Frame::bulk("duration_ms"));
+    let Frame::Integer(duration) = running[5] else {
+        panic!("a duration: {:?}", running[5]);
+    };
+    assert!(duration >= 100, "busy after 100 ms, yet ran {duration} ms");
+    assert_eq!(
+        stats[2..4],
+        [
+            Frame::bulk("engines"),
+            Frame::Array(vec![
+                Frame::bulk("LUA"),
+                Frame::Array(vec![
+                    Frame::bulk("libraries_count"),
+                    Frame::Integer(1),
+                    Frame::bulk("functions_count"),
+                    Frame::Integer(1)
+                ])
+            ])
+        ]
+    );
     // SCRIPT KILL does not kill a function.
     admin.roundtrip(&["SCRIPT", "KILL"], &busy);
     admin.roundtrip(&["FUNCTION", "KILL"], "+OK\r\n");

@@ -39,7 +39,9 @@ pub use keyspace::{
     DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
 };
 pub use rng::Rng;
-pub use scripts::{ScriptActivity, ScriptEngine, ScriptEngineFactory, ScriptStore, ScriptingSetup};
+pub use scripts::{
+    RunningFunction, ScriptActivity, ScriptEngine, ScriptEngineFactory, ScriptStore, ScriptingSetup,
+};
 pub use slots::{command_slot, SlotError};
 pub use value::{HashValue, ListValue, SetValue, StringValue, Value, ZSetValue};
 

@@ -101,6 +101,21 @@ pub struct ScriptActivity {
     /// Whether the current run is a function's (FCALL), which FUNCTION KILL
     /// stops, rather than a script's (EVAL), which SCRIPT KILL stops.
     function: AtomicBool,
+    /// The running function, for FUNCTION STATS while it is busy.
+    current: Mutex<Option<RunningFunction>>,
+}
+
+/// What FUNCTION STATS shows of a running function (its duration is the
+/// node's to measure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningFunction {
+    pub name: Bytes,
+    /// The FCALL or FCALL_RO command that runs it, whole.
+    pub command: Vec<Bytes>,
+    /// The engine's libraries and functions when it started (nothing can load
+    /// or delete any while it runs).
+    pub libraries: usize,
+    pub functions: usize,
 }
 
 impl ScriptActivity {
@@ -117,7 +132,24 @@ impl ScriptActivity {
         self.running.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Records the function a run (just started) executes.
+    pub fn describe(&self, function: RunningFunction) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(function);
+    }
+
+    /// The running function, if a function is running.
+    pub fn running_function(&self) -> Option<RunningFunction> {
+        if self.running.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     pub fn finish(&self) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.running.fetch_sub(1, Ordering::SeqCst);
         self.busy.store(false, Ordering::SeqCst);
         self.kill_requested.store(false, Ordering::SeqCst);

@@ -40,20 +40,28 @@ pub async fn wait_for_scripts() -> bool {
     }
 }
 
+/// The run the watchdog watches and when it first saw it (FUNCTION STATS
+/// reports the duration from there).
+static WATCHED_RUN: std::sync::Mutex<Option<(u64, Instant)>> = std::sync::Mutex::new(None);
+
+fn watched_run() -> std::sync::MutexGuard<'static, Option<(u64, Instant)>> {
+    WATCHED_RUN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Marks a run busy once it has lasted `busy-reply-threshold` milliseconds.
 pub async fn watchdog(shared: Arc<Shared>) {
     let activity = script_activity();
-    let mut seen: Option<(u64, Instant)> = None;
     loop {
         tokio::time::sleep(WATCHDOG_PERIOD).await;
         let Some(run) = activity.current_run() else {
-            seen = None;
+            *watched_run() = None;
             continue;
         };
+        let seen = *watched_run();
         let started = match seen {
             Some((previous, started)) if previous == run => started,
             _ => {
-                seen = Some((run, Instant::now()));
+                *watched_run() = Some((run, Instant::now()));
                 continue;
             }
         };
@@ -88,6 +96,9 @@ pub fn answer_busy(
         };
         let reply = match commands::resolve(&arguments) {
             Err(error) => error,
+            Ok(spec) if spec.name == "function|stats" && script_activity().is_function() => {
+                function_stats()
+            }
             Ok(spec) if spec.has(flags::ALLOW_BUSY) && matches!(spec.handler, Handler::Node) => {
                 let (reply, flow) = session::execute(shared, session, spec, &arguments);
                 if let Some(reply) = reply {
@@ -102,6 +113,49 @@ pub fn answer_busy(
         };
         session.reply(output, &reply);
     }
+}
+
+/// FUNCTION STATS while a function is busy: the running function (name, its
+/// FCALL, how long it has run) and the engine's counts, as Redis answers.
+/// While a script (EVAL) is busy it gets BUSY, as in Redis.
+fn function_stats() -> Frame {
+    let Some(function) = script_activity().running_function() else {
+        return Frame::error(busy_error());
+    };
+    let duration_ms = watched_run().map_or(0, |(_, started)| started.elapsed().as_millis());
+    let text = |value: &'static str| Frame::bulk(value);
+    Frame::Map(vec![
+        (
+            text("running_script"),
+            Frame::Map(vec![
+                (text("name"), Frame::Bulk(function.name)),
+                (
+                    text("command"),
+                    Frame::Array(function.command.into_iter().map(Frame::Bulk).collect()),
+                ),
+                (
+                    text("duration_ms"),
+                    Frame::Integer(i64::try_from(duration_ms).unwrap_or(i64::MAX)),
+                ),
+            ]),
+        ),
+        (
+            text("engines"),
+            Frame::Map(vec![(
+                text("LUA"),
+                Frame::Map(vec![
+                    (
+                        text("libraries_count"),
+                        Frame::Integer(function.libraries as i64),
+                    ),
+                    (
+                        text("functions_count"),
+                        Frame::Integer(function.functions as i64),
+                    ),
+                ]),
+            )]),
+        ),
+    ])
 }
 
 /// The BUSY reply: it names the command that stops the run (SCRIPT KILL for

@@ -205,6 +205,7 @@ pub fn eval(
             read_only: read_only || flags.no_writes,
             as_function: false,
             oom_on_first_write: context.out_of_memory && !flags.declared,
+            described: None,
         },
     );
     let used = sandbox

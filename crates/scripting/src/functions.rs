@@ -367,6 +367,16 @@ pub fn fcall(
             read_only: read_only || found.flags.no_writes,
             as_function: true,
             oom_on_first_write: false,
+            described: Some(keyspace::RunningFunction {
+                name: Bytes::from(found.name.clone()),
+                command: arguments.to_vec(),
+                libraries: registry.libraries.len(),
+                functions: registry
+                    .libraries
+                    .values()
+                    .map(|library| library.functions.len())
+                    .sum(),
+            }),
         },
     );
     let used = sandbox

@@ -32,6 +32,8 @@ pub struct RunOptions<'a> {
     /// first write that may grow memory fails with OOM (later ones cannot,
     /// since a script is not stopped half way).
     pub oom_on_first_write: bool,
+    /// A function's run, as FUNCTION STATS shows it while it lasts.
+    pub described: Option<keyspace::RunningFunction>,
 }
 
 /// Runs `function` against the keyspace. `keys` and `argv` are the command's.
@@ -50,6 +52,9 @@ pub fn run(
     // run is never killed. Other runs may be, until they write.
     let killable = !keyspace.config.replicated || !context.lazy_expire;
     control.activity.start(killable, options.as_function);
+    if let Some(function) = &options.described {
+        control.activity.describe(function.clone());
+    }
     control.resp.store(2, Ordering::SeqCst);
     *control.random.lock().unwrap_or_else(|p| p.into_inner()) = Rng::new(context.rng.next_u64());
     let client_protocol = context.protocol;
