@@ -655,6 +655,10 @@ fn shared_links_keep_replies_apart_and_fail_only_in_flight_commands_when_a_node_
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     let victim = leader_of(&cluster, cluster::key_slot(b"link:0:0"));
+    // Frozen first, so commands for it pile up in flight whatever the
+    // machine's load, then killed under them.
+    cluster.signal(victim, "STOP");
+    std::thread::sleep(Duration::from_millis(300));
     cluster.kill(victim);
     killed.store(true, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(500));

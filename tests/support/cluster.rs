@@ -133,6 +133,20 @@ impl Cluster {
         false
     }
 
+    /// Sends `signal` (`STOP`, `CONT` ...) to a running member's process.
+    pub fn signal(&self, index: usize, signal: &str) {
+        let child = self.members[index]
+            .child
+            .as_ref()
+            .expect("member is running");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// SIGKILL: no shutdown, no flush.
     pub fn kill(&mut self, index: usize) {
         if let Some(mut child) = self.members[index].child.take() {
