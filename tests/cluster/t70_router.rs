@@ -869,3 +869,106 @@ fn a_pipelined_flushall_empties_every_shard_a_node_leads() {
     let size: u64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
     assert_eq!(size, 0);
 }
+
+/// Nodes with `requirepass`: the nodes' own calls to each other (leader
+/// reports, PUBLISH forwarding) and the admin CLI (`--password`)
+/// authenticate; a cluster client with the password works; the router
+/// reaches the nodes with `--upstream-password` and asks its own clients for
+/// `--requirepass`.
+#[test]
+fn a_password_protected_cluster_serves_clients_the_cli_and_the_router() {
+    let cluster = Cluster::start(
+        3,
+        &["--replicas", "3", "--password", "secret"],
+        &["--requirepass", "secret"],
+    );
+    let url = |index: usize| format!("redis://:secret@127.0.0.1:{}/", cluster.members[index].port);
+    // The CLI needs the password.
+    let check = |password: Option<&str>| {
+        let mut command = std::process::Command::new(slotraft_tests::support::binary());
+        command
+            .args(["cluster", "check"])
+            .arg(format!("127.0.0.1:{}", cluster.members[0].port));
+        if let Some(password) = password {
+            command.args(["--password", password]);
+        }
+        command.output().expect("run slotraft cluster check")
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check(Some("secret")).status.success() {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster never became healthy"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!check(None).status.success());
+    // A cluster client with the password: keys of every shard.
+    let client = redis::cluster::ClusterClient::new((0..3).map(url).collect::<Vec<_>>()).unwrap();
+    let mut connection = client.get_connection().unwrap();
+    for key in keys("locked", 30) {
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(&key)
+            .query(&mut connection)
+            .unwrap();
+    }
+    // PUBLISH on one node reaches a subscriber on another (the forwarder
+    // authenticates).
+    let mut subscriber_connection = redis::Client::open(url(1))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut subscriber = subscriber_connection.as_pubsub();
+    subscriber
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    subscriber.subscribe("locked-news").unwrap();
+    let mut publisher = redis::Client::open(url(0))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("locked-news")
+        .arg("hello")
+        .query(&mut publisher)
+        .unwrap();
+    let message = subscriber.get_message().expect("the forwarded message");
+    assert_eq!(message.get_payload::<String>().unwrap(), "hello");
+    drop(subscriber);
+    // The router: its own password for clients, the nodes' for upstream.
+    let router = Router::start(
+        &seeds(&cluster),
+        &["--upstream-password", "secret", "--requirepass", "gate"],
+    );
+    let mut raw = router.raw();
+    raw.roundtrip(&["GET", "locked:0"], "-NOAUTH Authentication required.\r\n");
+    raw.roundtrip(
+        &["AUTH", "wrong"],
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    raw.roundtrip(&["AUTH", "gate"], "+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        raw.command(&[b"GET", b"locked:0"]);
+        match raw.read_frame() {
+            resp::Frame::Bulk(value) if value == "locked:0".as_bytes() => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "GET through the router: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut through = redis::Client::open(format!("redis://:gate@127.0.0.1:{}/", router.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let values: Vec<String> = redis::cmd("MGET")
+        .arg(keys("locked", 30))
+        .query(&mut through)
+        .unwrap();
+    assert_eq!(values, keys("locked", 30));
+    let size: u64 = redis::cmd("DBSIZE").query(&mut through).unwrap();
+    assert_eq!(size, 30);
+}

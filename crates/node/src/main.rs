@@ -112,9 +112,19 @@ enum Command {
         /// Worker threads (0: one per core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// The nodes' `requirepass`: every connection to a node sends AUTH.
+        #[arg(long)]
+        upstream_password: Option<String>,
+        /// Clients must AUTH with this password first (as a node's
+        /// `requirepass`).
+        #[arg(long)]
+        requirepass: Option<String>,
     },
     /// Administer a cluster of running nodes (`--cluster-enabled yes`).
     Cluster {
+        /// The nodes' `requirepass`, sent with AUTH on every call.
+        #[arg(long, global = true)]
+        password: Option<String>,
         #[command(subcommand)]
         command: ClusterCommand,
     },
@@ -224,7 +234,10 @@ fn main() -> anyhow::Result<()> {
             links_per_node,
             prefer_zone,
             threads,
+            upstream_password,
+            requirepass,
         } => {
+            resp_client::set_password(upstream_password.as_deref());
             let options = router::RouterOptions {
                 bind,
                 port,
@@ -235,6 +248,7 @@ fn main() -> anyhow::Result<()> {
                 pipeline_depth: pipeline_depth.max(1),
                 write_links: links_per_node,
                 prefer_zone: prefer_zone.filter(|zone| !zone.is_empty()),
+                requirepass: requirepass.filter(|password| !password.is_empty()),
             };
             let mut builder = tokio::runtime::Builder::new_multi_thread();
             if threads > 0 {
@@ -246,7 +260,8 @@ fn main() -> anyhow::Result<()> {
                 .context("starting the runtime")?;
             runtime.block_on(router::run(options))
         }
-        Command::Cluster { command } => {
+        Command::Cluster { password, command } => {
+            resp_client::set_password(password.as_deref());
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -323,6 +338,8 @@ fn run_node(config: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    // Calls to other nodes authenticate with this node's own password.
+    resp_client::set_password(config.requirepass());
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&address)
             .await

@@ -683,8 +683,24 @@ async fn forward_loop(
         for address in peers() {
             let sent = tokio::time::timeout(PEER_LIMIT, async {
                 if !connections.contains_key(&address) {
-                    let stream = tokio::net::TcpStream::connect(&address).await?;
+                    let mut stream = tokio::net::TcpStream::connect(&address).await?;
                     stream.set_nodelay(true)?;
+                    if let Some(auth) = crate::resp_client::auth_request() {
+                        // Authenticate first (a node's own requirepass);
+                        // its reply is read and dropped here.
+                        stream.write_all(&auth).await?;
+                        let mut reply = Vec::new();
+                        let mut chunk = [0u8; 512];
+                        while !matches!(resp::parse_reply(&reply), Ok(Some(_))) {
+                            let count = stream.read(&mut chunk).await?;
+                            if count == 0 {
+                                return Err(std::io::Error::from(
+                                    std::io::ErrorKind::UnexpectedEof,
+                                ));
+                            }
+                            reply.extend_from_slice(&chunk[..count]);
+                        }
+                    }
                     connections.insert(address.clone(), stream);
                 }
                 let Some(stream) = connections.get_mut(&address) else {

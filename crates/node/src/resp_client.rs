@@ -13,6 +13,24 @@ const CALL_LIMIT: Duration = Duration::from_secs(5);
 /// The largest reply accepted.
 const MAX_REPLY_BYTES: usize = 64 * 1024 * 1024;
 
+/// The password calls authenticate with: a node's own `requirepass` (every
+/// node of a cluster shares it, as Redis replicas share `masterauth`), or
+/// what an admin command or the router was given.
+static PASSWORD: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+pub fn set_password(password: Option<&str>) {
+    let password = password.filter(|text| !text.is_empty()).map(str::to_string);
+    *PASSWORD.write().unwrap_or_else(|p| p.into_inner()) = password;
+}
+
+/// `AUTH <password>` encoded, when calls must authenticate.
+pub fn auth_request() -> Option<Vec<u8>> {
+    let password = PASSWORD.read().unwrap_or_else(|p| p.into_inner());
+    password
+        .as_deref()
+        .map(|password| encode_request(&[b"AUTH", password.as_bytes()]))
+}
+
 /// Encodes `arguments` as a RESP multibulk request.
 pub fn encode_request(arguments: &[&[u8]]) -> Vec<u8> {
     let mut wire = format!("*{}\r\n", arguments.len()).into_bytes();
@@ -37,12 +55,27 @@ async fn call_unbounded(address: &str, arguments: &[&[u8]]) -> anyhow::Result<Fr
         .await
         .with_context(|| format!("connecting to {address}"))?;
     stream.set_nodelay(true)?;
-    stream.write_all(&encode_request(arguments)).await?;
+    let mut wire = Vec::new();
+    let mut skip = 0;
+    if let Some(auth) = auth_request() {
+        wire.extend(auth);
+        skip = 1;
+    }
+    wire.extend(encode_request(arguments));
+    stream.write_all(&wire).await?;
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 16 * 1024];
     loop {
-        if let Ok(Some((frame, _))) = resp::parse_reply(&buffer) {
-            return Ok(frame);
+        while let Ok(Some((frame, used))) = resp::parse_reply(&buffer) {
+            if skip == 0 {
+                return Ok(frame);
+            }
+            // AUTH's reply: a refusal answers the call.
+            if frame.is_error() {
+                return Ok(frame);
+            }
+            skip -= 1;
+            buffer.drain(..used);
         }
         let count = stream.read(&mut chunk).await?;
         if count == 0 {

@@ -525,6 +525,7 @@ fn config_set(shared: &Shared, arguments: &[Bytes]) -> Frame {
         return Frame::error_owned(error);
     }
     let config = config.clone();
+    crate::resp_client::set_password(config.requirepass());
     apply_keyspace_config(&config, &mut shared.store().keyspace);
     if let Some(node) = &shared.cluster {
         for replica in node.local_shards() {

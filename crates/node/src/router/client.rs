@@ -138,6 +138,8 @@ pub struct Client {
     watch: Option<Watch>,
     /// The client sent READONLY: its reads may be served by replicas.
     readonly: bool,
+    /// AUTH succeeded, or the router asks for no password.
+    authenticated: bool,
 }
 
 /// Serves one client until it disconnects or breaks the protocol.
@@ -150,7 +152,9 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
         multi: None,
         watch: None,
         readonly: false,
+        authenticated: false,
     };
+    client.authenticated = client.router.requirepass.is_none();
     let mut parser = RequestParser::new(RequestLimits::default());
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
@@ -193,6 +197,16 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                 let resolved = keyspace::commands::resolve(&arguments);
                 let name = resolved.as_ref().ok().map(|spec| spec.name);
                 let plain = client.multi.is_none();
+                if !client.authenticated
+                    && !name.is_some_and(|name| matches!(name, "auth" | "hello" | "quit" | "reset"))
+                {
+                    resp::encode(
+                        &Frame::error("NOAUTH Authentication required."),
+                        client.protocol,
+                        &mut output,
+                    );
+                    continue;
+                }
                 if plain && name.is_some_and(relay::starts_relay) {
                     // Pub/Sub: from here on the connection is relayed to a node.
                     let rest: Vec<Vec<Bytes>> = std::iter::once(arguments)
@@ -400,7 +414,7 @@ impl Client {
     /// pipeline: a plain keyed command the router does not answer or split
     /// itself, outside MULTI, not blocking, its keys in one slot.
     fn pipelinable(&self, arguments: &[Bytes]) -> Option<(u16, &'static CommandSpec)> {
-        if self.multi.is_some() {
+        if self.multi.is_some() || !self.authenticated {
             return None;
         }
         let spec = keyspace::commands::resolve(arguments).ok()?;
@@ -528,6 +542,20 @@ impl Client {
         }
         let reply = match spec.name {
             "quit" => return (Frame::OK, true),
+            "auth" => {
+                let (user, password) = match &arguments[1..] {
+                    [password] => (None, password),
+                    [user, password] => (Some(&user[..]), password),
+                    _ => return (Frame::error("ERR syntax error"), false),
+                };
+                match self.check_password(user, password) {
+                    Ok(()) => {
+                        self.authenticated = true;
+                        Frame::OK
+                    }
+                    Err(error) => error,
+                }
+            }
             "ping" => match arguments.get(1) {
                 Some(message) => Frame::Bulk(message.clone()),
                 None => Frame::simple("PONG"),
@@ -574,6 +602,7 @@ impl Client {
             "reset" => {
                 self.multi = None;
                 self.readonly = false;
+                self.authenticated = self.router.requirepass.is_none();
                 self.unwatch().await;
                 self.protocol = Protocol::Resp2;
                 self.upstreams.set_protocol(Protocol::Resp2);
@@ -621,13 +650,26 @@ impl Client {
             if option.eq_ignore_ascii_case(b"setname") && index + 1 < arguments.len() {
                 index += 2;
             } else if option.eq_ignore_ascii_case(b"auth") && index + 2 < arguments.len() {
-                return Frame::error("ERR AUTH through the router is not supported yet");
+                if let Err(error) =
+                    self.check_password(Some(&arguments[index + 1]), &arguments[index + 2])
+                {
+                    return error;
+                }
+                self.authenticated = true;
+                index += 3;
             } else {
                 return Frame::error_owned(format!(
                     "ERR Syntax error in HELLO option '{}'",
                     String::from_utf8_lossy(option)
                 ));
             }
+        }
+        if !self.authenticated {
+            return Frame::error(
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+                 HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+                 select the RESP protocol version at the same time",
+            );
         }
         if protocol != self.protocol {
             // The node connections are reopened in the new protocol; a WATCH
@@ -649,6 +691,27 @@ impl Client {
             (text("role"), text("master")),
             (text("modules"), Frame::Array(Vec::new())),
         ])
+    }
+
+    /// AUTH [user] password against `--requirepass`, with Redis's replies
+    /// (only the `default` user exists).
+    fn check_password(&self, user: Option<&[u8]>, password: &[u8]) -> Result<(), Frame> {
+        const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+        match &self.router.requirepass {
+            None if user.is_none() => Err(Frame::error(
+                "ERR AUTH <password> called without any password configured for the default user. \
+                 Are you sure your configuration is correct?",
+            )),
+            None if user == Some(b"default") => Ok(()),
+            None => Err(Frame::error(WRONGPASS)),
+            Some(expected) => {
+                if user.is_none_or(|user| user == b"default") && password == expected.as_bytes() {
+                    Ok(())
+                } else {
+                    Err(Frame::error(WRONGPASS))
+                }
+            }
+        }
     }
 
     /// Routes a command by its slot: keyed to the slot's leader, keyless to

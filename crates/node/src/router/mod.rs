@@ -47,6 +47,8 @@ pub struct RouterOptions {
     /// READONLY reads go to a replica (or the master) in this zone when the
     /// slot has one there.
     pub prefer_zone: Option<String>,
+    /// Clients must AUTH with this password first.
+    pub requirepass: Option<String>,
 }
 
 /// State shared by every client task.
@@ -68,6 +70,8 @@ pub struct Router {
     write_links: u64,
     /// The zone READONLY reads prefer.
     pub prefer_zone: Option<String>,
+    /// The password clients must AUTH with (`--requirepass`).
+    pub requirepass: Option<String>,
 }
 
 const REFRESH_SPACING: Duration = Duration::from_millis(100);
@@ -86,6 +90,7 @@ impl Router {
             pipeline_depth: options.pipeline_depth,
             write_links: options.write_links,
             prefer_zone: options.prefer_zone.clone(),
+            requirepass: options.requirepass.clone(),
         }
     }
 

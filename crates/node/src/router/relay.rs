@@ -10,7 +10,7 @@
 
 use super::upstream::encode_request;
 use super::Router;
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use resp::{Frame, Protocol, RequestParser};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -33,44 +33,12 @@ fn node_for(router: &Router, arguments: &[Bytes]) -> Option<String> {
     }
 }
 
-/// Opens the node connection; a RESP3 client's is switched with HELLO 3 and
-/// its reply consumed. `Err` is the reply for the client.
+/// Opens the node connection (authenticated, and switched with HELLO 3 for
+/// a RESP3 client). `Err` is the reply for the client.
 async fn open(router: &Router, address: &str, protocol: Protocol) -> Result<TcpStream, Frame> {
-    let limit = router.upstream_timeout;
-    let failed =
-        |reason: String| Frame::error_owned(format!("ERR upstream {address} failed: {reason}"));
-    let mut upstream = match tokio::time::timeout(limit, TcpStream::connect(address)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return Err(failed(format!("connect: {error}"))),
-        Err(_) => return Err(failed("connect timed out".to_string())),
-    };
-    let _ = upstream.set_nodelay(true);
-    if protocol == Protocol::Resp3 {
-        let mut wire = Vec::new();
-        encode_request(
-            &[Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")],
-            &mut wire,
-        );
-        let mut buffer = BytesMut::new();
-        let exchange = async {
-            upstream.write_all(&wire).await?;
-            loop {
-                if let Ok(Some((_, consumed))) = resp::parse_reply(&buffer) {
-                    buffer.advance(consumed);
-                    return Ok::<_, std::io::Error>(());
-                }
-                if upstream.read_buf(&mut buffer).await? == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-            }
-        };
-        match tokio::time::timeout(limit, exchange).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => return Err(failed(format!("HELLO 3: {error}"))),
-            Err(_) => return Err(failed("HELLO 3 timed out".to_string())),
-        }
-    }
-    Ok(upstream)
+    super::upstream::connect(address, protocol, router.upstream_timeout)
+        .await
+        .map_err(|failure| failure.reply(address))
 }
 
 /// Relays the client's connection to a node from `first` on (the

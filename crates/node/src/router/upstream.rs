@@ -55,9 +55,10 @@ struct Connection {
     readonly: bool,
 }
 
-/// Connects to `address` and, for RESP3, switches the connection with
-/// HELLO 3. Nothing the client asked for is sent, so every failure here is a
-/// [`Failure::Connect`].
+/// Connects to `address`, authenticates when the router was given the
+/// nodes' password (`--upstream-password`) and, for RESP3, switches the
+/// connection with HELLO 3. Nothing the client asked for is sent, so every
+/// failure here is a [`Failure::Connect`].
 pub async fn connect(
     address: &str,
     protocol: Protocol,
@@ -69,7 +70,19 @@ pub async fn connect(
         Err(_) => return Err(Failure::Connect("connect timed out".to_string())),
     };
     let _ = stream.set_nodelay(true);
-    if protocol != Protocol::Resp3 {
+    let mut opening: Vec<(&str, Vec<u8>)> = Vec::new();
+    if let Some(auth) = crate::resp_client::auth_request() {
+        opening.push(("AUTH", auth));
+    }
+    if protocol == Protocol::Resp3 {
+        let mut hello = Vec::new();
+        encode_request(
+            &[Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")],
+            &mut hello,
+        );
+        opening.push(("HELLO 3", hello));
+    }
+    if opening.is_empty() {
         return Ok(stream);
     }
     let mut connection = Connection {
@@ -77,22 +90,32 @@ pub async fn connect(
         buffer: BytesMut::with_capacity(1024),
         readonly: false,
     };
-    let hello = [Bytes::from_static(b"HELLO"), Bytes::from_static(b"3")];
-    let reply = match connection.send(&[&hello[..]], limit).await {
-        Ok(()) => connection.read(Some(limit)).await,
-        Err(failure) => Err(failure),
-    };
-    match reply {
-        Ok(frame) if !frame.is_error() && connection.buffer.is_empty() => Ok(connection.stream),
-        Ok(frame) if !frame.is_error() => Err(Failure::Connect(
-            "unexpected bytes after HELLO 3".to_string(),
-        )),
-        Ok(frame) => Err(Failure::Connect(format!(
-            "HELLO 3 refused: {}",
-            String::from_utf8_lossy(frame.as_bytes().unwrap_or_default())
-        ))),
-        Err(Failure::Io(reason) | Failure::Connect(reason)) => Err(Failure::Connect(reason)),
+    let wire: Vec<u8> = opening.iter().flat_map(|(_, wire)| wire.clone()).collect();
+    match tokio::time::timeout(limit, connection.stream.write_all(&wire)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => return Err(Failure::Connect(format!("write: {error}"))),
+        Err(_) => return Err(Failure::Connect("write timed out".to_string())),
     }
+    for (name, _) in &opening {
+        match connection.read(Some(limit)).await {
+            Ok(frame) if !frame.is_error() => {}
+            Ok(frame) => {
+                return Err(Failure::Connect(format!(
+                    "{name} refused: {}",
+                    String::from_utf8_lossy(frame.as_bytes().unwrap_or_default())
+                )))
+            }
+            Err(Failure::Io(reason) | Failure::Connect(reason)) => {
+                return Err(Failure::Connect(reason))
+            }
+        }
+    }
+    if !connection.buffer.is_empty() {
+        return Err(Failure::Connect(
+            "unexpected bytes after the connection's opening".to_string(),
+        ));
+    }
+    Ok(connection.stream)
 }
 
 impl Connection {
