@@ -972,3 +972,43 @@ fn a_password_protected_cluster_serves_clients_the_cli_and_the_router() {
     let size: u64 = redis::cmd("DBSIZE").query(&mut through).unwrap();
     assert_eq!(size, 30);
 }
+
+/// Before AUTH, an unknown command or a wrong arity gets its own error (as
+/// from Redis), AUTH inside MULTI is answered by the router, and a router
+/// given a password for nodes that have none still reaches them.
+#[test]
+fn router_authentication_follows_redis_order_of_checks() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let router = Router::start(
+        &seeds(&cluster),
+        &["--upstream-password", "unused", "--requirepass", "gate"],
+    );
+    let mut raw = router.raw();
+    raw.roundtrip(
+        &["NOSUCHCOMMAND"],
+        "-ERR unknown command 'NOSUCHCOMMAND', with args beginning with: \r\n",
+    );
+    raw.roundtrip(
+        &["AUTH"],
+        "-ERR wrong number of arguments for 'auth' command\r\n",
+    );
+    raw.roundtrip(&["PING"], "-NOAUTH Authentication required.\r\n");
+    raw.roundtrip(&["AUTH", "gate"], "+OK\r\n");
+    raw.roundtrip(&["MULTI"], "+OK\r\n");
+    raw.roundtrip(&["AUTH", "gate"], "+OK\r\n");
+    raw.roundtrip(&["SET", "auth:k", "v"], "+QUEUED\r\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    raw.command(&[b"EXEC"]);
+    let mut reply = raw.read_frame();
+    while reply != resp::Frame::Array(vec![resp::Frame::OK]) {
+        assert!(Instant::now() < deadline, "EXEC through the router: {reply:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        raw.roundtrip(&["MULTI"], "+OK\r\n");
+        raw.roundtrip(&["SET", "auth:k", "v"], "+QUEUED\r\n");
+        raw.command(&[b"EXEC"]);
+        reply = raw.read_frame();
+    }
+    raw.roundtrip(&["GET", "auth:k"], "$1\r\nv\r\n");
+    raw.roundtrip(&["RESET"], "+RESET\r\n");
+    raw.roundtrip(&["GET", "auth:k"], "-NOAUTH Authentication required.\r\n");
+}

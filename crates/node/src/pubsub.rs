@@ -686,12 +686,16 @@ async fn forward_loop(
                     let mut stream = tokio::net::TcpStream::connect(&address).await?;
                     stream.set_nodelay(true)?;
                     if let Some(auth) = crate::resp_client::auth_request() {
-                        // Authenticate first (a node's own requirepass);
-                        // its reply is read and dropped here.
+                        // Authenticate first (a node's own requirepass). A
+                        // refusal keeps no connection; a peer with no
+                        // password at all needs none.
                         stream.write_all(&auth).await?;
                         let mut reply = Vec::new();
                         let mut chunk = [0u8; 512];
-                        while !matches!(resp::parse_reply(&reply), Ok(Some(_))) {
+                        let frame = loop {
+                            if let Ok(Some((frame, _))) = resp::parse_reply(&reply) {
+                                break frame;
+                            }
                             let count = stream.read(&mut chunk).await?;
                             if count == 0 {
                                 return Err(std::io::Error::from(
@@ -699,6 +703,9 @@ async fn forward_loop(
                                 ));
                             }
                             reply.extend_from_slice(&chunk[..count]);
+                        };
+                        if frame.is_error() && !crate::resp_client::no_password_configured(&frame) {
+                            return Err(std::io::Error::other("the peer refused AUTH"));
                         }
                     }
                     connections.insert(address.clone(), stream);
@@ -717,7 +724,13 @@ async fn forward_loop(
                         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
                     }
                     buffer.extend_from_slice(&chunk[..count]);
-                    while let Ok(Some((_, used))) = resp::parse_reply(&buffer) {
+                    while let Ok(Some((frame, used))) = resp::parse_reply(&buffer) {
+                        if matches!(&frame, resp::Frame::Error(text) if text.starts_with(b"NOAUTH"))
+                        {
+                            // The peer wants a password this node does not
+                            // have (yet): drop the connection, retry later.
+                            return Err(std::io::Error::other("the peer asks for AUTH"));
+                        }
                         buffer.drain(..used);
                         replies += 1;
                     }

@@ -31,6 +31,11 @@ pub fn auth_request() -> Option<Vec<u8>> {
         .map(|password| encode_request(&[b"AUTH", password.as_bytes()]))
 }
 
+/// Whether `reply` is AUTH's answer from a server with no password set.
+pub fn no_password_configured(reply: &Frame) -> bool {
+    matches!(reply, Frame::Error(text) if text.starts_with(b"ERR AUTH <password> called without any password configured"))
+}
+
 /// Encodes `arguments` as a RESP multibulk request.
 pub fn encode_request(arguments: &[&[u8]]) -> Vec<u8> {
     let mut wire = format!("*{}\r\n", arguments.len()).into_bytes();
@@ -70,8 +75,9 @@ async fn call_unbounded(address: &str, arguments: &[&[u8]]) -> anyhow::Result<Fr
             if skip == 0 {
                 return Ok(frame);
             }
-            // AUTH's reply: a refusal answers the call.
-            if frame.is_error() {
+            // AUTH's reply: a refusal answers the call, except from a node
+            // with no password at all (the call needs none).
+            if frame.is_error() && !no_password_configured(&frame) {
                 return Ok(frame);
             }
             skip -= 1;

@@ -197,8 +197,10 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                 let resolved = keyspace::commands::resolve(&arguments);
                 let name = resolved.as_ref().ok().map(|spec| spec.name);
                 let plain = client.multi.is_none();
+                // Unknown commands and wrong arities get their own error first,
+                // as from Redis.
                 if !client.authenticated
-                    && !name.is_some_and(|name| matches!(name, "auth" | "hello" | "quit" | "reset"))
+                    && name.is_some_and(|name| !matches!(name, "auth" | "hello" | "quit" | "reset"))
                 {
                     resp::encode(
                         &Frame::error("NOAUTH Authentication required."),
@@ -535,7 +537,7 @@ impl Client {
         if self.multi.is_some()
             && !matches!(
                 spec.name,
-                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+                "exec" | "discard" | "multi" | "watch" | "quit" | "reset" | "auth"
             )
         {
             return (self.queue(spec, arguments), false);

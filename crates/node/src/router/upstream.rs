@@ -99,6 +99,8 @@ pub async fn connect(
     for (name, _) in &opening {
         match connection.read(Some(limit)).await {
             Ok(frame) if !frame.is_error() => {}
+            // A node with no password at all needs none.
+            Ok(frame) if *name == "AUTH" && crate::resp_client::no_password_configured(&frame) => {}
             Ok(frame) => {
                 return Err(Failure::Connect(format!(
                     "{name} refused: {}",
