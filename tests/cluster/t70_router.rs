@@ -1001,7 +1001,10 @@ fn router_authentication_follows_redis_order_of_checks() {
     raw.command(&[b"EXEC"]);
     let mut reply = raw.read_frame();
     while reply != resp::Frame::Array(vec![resp::Frame::OK]) {
-        assert!(Instant::now() < deadline, "EXEC through the router: {reply:?}");
+        assert!(
+            Instant::now() < deadline,
+            "EXEC through the router: {reply:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
         raw.roundtrip(&["MULTI"], "+OK\r\n");
         raw.roundtrip(&["SET", "auth:k", "v"], "+QUEUED\r\n");
