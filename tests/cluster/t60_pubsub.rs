@@ -13,20 +13,36 @@ fn message(pubsub: &mut redis::PubSub<'_>) -> (String, String) {
     )
 }
 
+/// One connection to each node.
+fn connections(cluster: &Cluster) -> Vec<redis::Connection> {
+    (0..cluster.members.len())
+        .map(|index| cluster.client(index))
+        .collect()
+}
+
+/// Subscribes each connection to `channel`.
+fn subscribe_all<'a>(
+    connections: &'a mut [redis::Connection],
+    channel: &str,
+) -> Vec<redis::PubSub<'a>> {
+    connections
+        .iter_mut()
+        .map(|connection| {
+            let mut pubsub = connection.as_pubsub();
+            pubsub
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            pubsub.subscribe(channel).unwrap();
+            pubsub
+        })
+        .collect()
+}
+
 #[test]
 fn publish_reaches_subscribers_on_every_node() {
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
-    let mut subscribers: Vec<redis::Connection> =
-        (0..3).map(|index| cluster.client(index)).collect();
-    let mut channels = Vec::new();
-    for connection in &mut subscribers {
-        let mut pubsub = connection.as_pubsub();
-        pubsub
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        pubsub.subscribe("events").unwrap();
-        channels.push(pubsub);
-    }
+    let mut subscribers = connections(&cluster);
+    let mut channels = subscribe_all(&mut subscribers, "events");
     let mut publisher = cluster.client(1);
     // Each node counts its own subscribers, as Redis Cluster does.
     let received: i64 = redis::cmd("PUBLISH")
@@ -95,23 +111,14 @@ fn shard_channels_follow_their_slot() {
 
 /// PUBLISH from a script reaches the subscribers of every node exactly once
 /// (only the leader that proposed the script's entry delivers, and forwards);
-/// the script sees 0 receivers; SPUBLISH from a
-/// script reaches the shard channel's subscribers on the slot's leader; a
-/// read-only script may not publish.
+/// the script sees 0 receivers; SPUBLISH from a script reaches the shard
+/// channel's subscribers on a replica of its shard; a read-only script may
+/// not publish.
 #[test]
 fn scripts_publish_once_to_every_node() {
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
-    let mut subscribers: Vec<redis::Connection> =
-        (0..3).map(|index| cluster.client(index)).collect();
-    let mut channels = Vec::new();
-    for connection in &mut subscribers {
-        let mut pubsub = connection.as_pubsub();
-        pubsub
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        pubsub.subscribe("jobs").unwrap();
-        channels.push(pubsub);
-    }
+    let mut subscribers = connections(&cluster);
+    let mut channels = subscribe_all(&mut subscribers, "jobs");
     let mut client = cluster.cluster_client();
     let script = redis::Script::new(
         "redis.call('RPUSH', KEYS[1], ARGV[1]); return redis.call('PUBLISH', 'jobs', ARGV[1])",

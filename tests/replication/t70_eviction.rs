@@ -12,6 +12,21 @@ fn info_number(connection: &mut redis::Connection, section: &str, field: &str) -
         .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
 }
 
+/// Waits until every replica applied what the leader did, then checks their
+/// digests are equal.
+fn assert_replicas_agree(group: &Group, leader: usize) {
+    let applied: u64 = group
+        .info_field(leader, "raft_last_applied")
+        .and_then(|value| value.parse().ok())
+        .unwrap();
+    group.wait_applied(applied, Duration::from_secs(20));
+    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
+    assert!(
+        digests.iter().all(|digest| digest == &digests[0]),
+        "{digests:?}"
+    );
+}
+
 #[test]
 fn evictions_go_through_the_log() {
     let group = Group::start(3, &[]);
@@ -44,16 +59,7 @@ fn evictions_go_through_the_log() {
     let keys: u64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
     assert_eq!(keys + evicted, 8000);
     // Every replica deleted exactly the same keys.
-    let applied: u64 = group
-        .info_field(leader, "raft_last_applied")
-        .and_then(|value| value.parse().ok())
-        .unwrap();
-    group.wait_applied(applied, Duration::from_secs(20));
-    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
-    assert!(
-        digests.iter().all(|digest| digest == &digests[0]),
-        "{digests:?}"
-    );
+    assert_replicas_agree(&group, leader);
     for index in 0..3 {
         let mut replica = group.client(index);
         assert_eq!(info_number(&mut replica, "stats", "evicted_keys"), evicted);
@@ -116,16 +122,7 @@ fn scripts_and_transactions_meet_the_leaders_oom_on_every_replica() {
         .query::<Vec<String>>(&mut connection)
         .unwrap_err();
     assert_eq!(error.code(), Some("EXECABORT"), "{error:?}");
-    let applied: u64 = group
-        .info_field(leader, "raft_last_applied")
-        .and_then(|value| value.parse().ok())
-        .unwrap();
-    group.wait_applied(applied, Duration::from_secs(20));
-    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
-    assert!(
-        digests.iter().all(|digest| digest == &digests[0]),
-        "{digests:?}"
-    );
+    assert_replicas_agree(&group, leader);
     for index in 0..3 {
         let mut replica = group.client(index);
         let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();

@@ -139,12 +139,7 @@ impl Cluster {
             .child
             .as_ref()
             .expect("member is running");
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -{signal} failed");
+        super::send_signal(child.id(), signal);
     }
 
     /// SIGKILL: no shutdown, no flush.

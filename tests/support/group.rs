@@ -124,12 +124,7 @@ impl Group {
             .child
             .as_ref()
             .expect("member is running");
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -{signal} failed");
+        super::send_signal(child.id(), signal);
     }
 
     pub fn is_running(&self, index: usize) -> bool {

@@ -208,6 +208,16 @@ impl Raw {
     }
 }
 
+/// Sends `signal` (`STOP`, `CONT` ...) to process `pid`.
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} failed");
+}
+
 /// Runs `script` through redis-cli (Debian's redis-tools, installed by `cargo xtask
 /// ci`) against `port` and returns what it printed. Without a terminal redis-cli
 /// prints raw values, an empty line for nil, and an empty line after each error.

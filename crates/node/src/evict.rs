@@ -63,7 +63,7 @@ fn over_replicated(limit: &Limit, logs: u64) -> bool {
 
 /// Standalone: evicts until memory is under the limit; true when it is
 /// still over (nothing left to evict).
-pub fn make_room(keyspace: &mut Keyspace, rng: &mut keyspace::Rng, limit: &Limit) -> bool {
+fn make_room(keyspace: &mut Keyspace, rng: &mut keyspace::Rng, limit: &Limit) -> bool {
     let context = Context::new(clock::unix_ms(), rng.next_u64());
     for _ in 0..MAX_ROUNDS * VICTIMS_PER_ROUND {
         if !over(limit) {
@@ -101,7 +101,7 @@ pub async fn out_of_memory_replicated(shared: &Shared, replica: &Replica) -> boo
 
 /// A shard leader: proposes evictions until memory is under the limit; true
 /// when it is still over.
-pub async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit) -> bool {
+async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit) -> bool {
     let logs = || -> u64 {
         match (&shared.cluster, &shared.replica) {
             (Some(node), _) => node

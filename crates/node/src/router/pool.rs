@@ -252,6 +252,25 @@ struct Waiting {
     done: oneshot::Sender<Outcome>,
 }
 
+/// Queues a written job's reply slot; the reply deadline starts when the
+/// queue stops being empty.
+fn register(
+    queue: &mut VecDeque<Waiting>,
+    deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+    limit: Duration,
+    count: usize,
+    done: oneshot::Sender<Outcome>,
+) {
+    if queue.is_empty() {
+        deadline.reset(Instant::now() + limit);
+    }
+    queue.push_back(Waiting {
+        count,
+        replies: Vec::with_capacity(count),
+        done,
+    });
+}
+
 /// Reads replies and hands them to the jobs in the order they were written.
 /// A reply overdue by more than `limit` (no byte for that long while a job
 /// waits) kills the link.
@@ -270,14 +289,7 @@ async fn read_replies(
         // registered one first, so a reply never looks unasked for because
         // its job was not picked up yet.
         while let Ok((count, done)) = waiting_jobs.try_recv() {
-            if queue.is_empty() {
-                deadline.as_mut().reset(Instant::now() + limit);
-            }
-            queue.push_back(Waiting {
-                count,
-                replies: Vec::with_capacity(count),
-                done,
-            });
+            register(&mut queue, deadline.as_mut(), limit, count, done);
         }
         // Hand out every complete reply.
         while let Some(front) = queue.front_mut() {
@@ -303,12 +315,7 @@ async fn read_replies(
         tokio::select! {
             biased;
             entry = waiting_jobs.recv() => match entry {
-                Some((count, done)) => {
-                    if queue.is_empty() {
-                        deadline.as_mut().reset(Instant::now() + limit);
-                    }
-                    queue.push_back(Waiting { count, replies: Vec::with_capacity(count), done });
-                }
+                Some((count, done)) => register(&mut queue, deadline.as_mut(), limit, count, done),
                 None => break 'link "connection closed".to_string(),
             },
             read = stream.read_buf(&mut buffer) => match read {
