@@ -471,8 +471,18 @@ impl ClusterNode {
         // The metadata state itself, not this node's view of it (which lags
         // by up to one poll).
         let stored = meta::topology(&mut lock(&metadata.group.state));
-        let Some(current) = stored.and_then(|(_, bytes)| Topology::from_bytes(&bytes).ok()) else {
-            return Frame::error("ERR no topology yet");
+        // Right after `cluster create` the metadata state may not hold the
+        // bootstrap topology yet (this leader stores it on its next round):
+        // change the bootstrap topology then, expecting nothing stored.
+        let (expected_epoch, current) = match stored {
+            Some((epoch, bytes)) => match Topology::from_bytes(&bytes) {
+                Ok(topology) => (epoch, topology),
+                Err(error) => return Frame::error_owned(format!("ERR {error}")),
+            },
+            None => match self.topology() {
+                Some(topology) => (0, (*topology).clone()),
+                None => return Frame::error("ERR no topology yet"),
+            },
         };
         let next = match change(&current) {
             Ok(next) => next,
@@ -480,7 +490,7 @@ impl ClusterNode {
         };
         let epoch = next.epoch;
         let op = Op::PutTopology {
-            expected_epoch: current.epoch,
+            expected_epoch,
             epoch,
             topology: Bytes::from(next.to_bytes()),
         };
