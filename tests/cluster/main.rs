@@ -9,3 +9,4 @@ mod t40_reshard;
 mod t50_scale;
 mod t60_pubsub;
 mod t70_router;
+mod t75_router_cli;

@@ -10,7 +10,7 @@ use slotraft_tests::support::{redis_cli, Raw};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-fn seeds(cluster: &Cluster) -> Vec<String> {
+pub(crate) fn seeds(cluster: &Cluster) -> Vec<String> {
     cluster
         .members
         .iter()
@@ -175,7 +175,7 @@ fn plain_clients_use_the_whole_cluster_through_the_router() {
 }
 
 /// Which member leads the shard serving `slot`, per CLUSTER SLOTS.
-fn leader_of(cluster: &Cluster, slot: u16) -> usize {
+pub(crate) fn leader_of(cluster: &Cluster, slot: u16) -> usize {
     let mut raw = Raw::connect(cluster.members[0].port);
     raw.command(&[b"CLUSTER", b"SLOTS"]);
     let resp::Frame::Array(ranges) = raw.read_frame() else {
@@ -292,7 +292,7 @@ fn a_router_with_only_dead_seeds_answers_errors_quickly() {
 }
 
 /// A hash tag whose slot is `slot`.
-fn tag_for_slot(slot: u16) -> String {
+pub(crate) fn tag_for_slot(slot: u16) -> String {
     (0u64..)
         .map(|counter| format!("t{counter}"))
         .find(|tag| cluster::key_slot(tag.as_bytes()) == slot)

@@ -3,9 +3,7 @@
 //! Commands whose output depends on hash-table layout (KEYS, SCAN, RANDOMKEY) or on
 //! the server build (COMMAND COUNT, DOCS) stay out of the script.
 
-use slotraft_tests::support::{redis_cli, ScratchDir, Server};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use slotraft_tests::support::{redis_cli, RedisServer, Server};
 
 const SCRIPT: &str = "\
 SET a 10
@@ -104,60 +102,6 @@ RESTORE r 0 garbage
 RESTORE r -1 garbage
 DBSIZE
 ";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("free port")
-}
-
-struct RedisServer {
-    child: Child,
-    port: u16,
-    _dir: ScratchDir,
-}
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        let dir = ScratchDir::new("redis");
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&dir.0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (cargo xtask ci installs it)");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        RedisServer {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn replies_match_real_redis() {

@@ -239,3 +239,52 @@ pub fn redis_cli(port: u16, script: &str) -> String {
     assert!(output.status.success(), "redis-cli failed: {output:?}");
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
+
+/// A real redis-server on a free loopback port (no persistence), stopped on drop;
+/// installed by `cargo xtask ci`.
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+    _dir: ScratchDir,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let dir = ScratchDir::new("redis");
+        let port = group::free_ports(1)[0];
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&dir.0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (cargo xtask ci installs it)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisServer {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

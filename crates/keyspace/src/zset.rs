@@ -554,22 +554,37 @@ fn rebalance(mut node: Box<Node>) -> Box<Node> {
     node
 }
 
-fn insert_into(link: Link, entry: Entry) -> Box<Node> {
+/// Inserts `entry` below `link`: the new subtree, and whether it grew
+/// taller. Levels whose subtree kept its height only count the new entry, so
+/// most of the path back up never reads the siblings.
+fn insert_into(link: Link, entry: Entry) -> (Box<Node>, bool) {
     let Some(mut node) = link else {
-        return Box::new(Node {
+        let leaf = Box::new(Node {
             entry,
             left: None,
             right: None,
             size: 1,
             height: 1,
         });
+        return (leaf, true);
     };
-    if entry.cmp_to(node.entry.score, node.entry.member()) == Ordering::Less {
-        node.left = Some(insert_into(node.left.take(), entry));
+    node.size += 1;
+    let grew = if entry.cmp_to(node.entry.score, node.entry.member()) == Ordering::Less {
+        let (left, grew) = insert_into(node.left.take(), entry);
+        node.left = Some(left);
+        grew
     } else {
-        node.right = Some(insert_into(node.right.take(), entry));
+        let (right, grew) = insert_into(node.right.take(), entry);
+        node.right = Some(right);
+        grew
+    };
+    if !grew {
+        return (node, false);
     }
-    rebalance(node)
+    let before = node.height;
+    let node = rebalance(node);
+    let taller = node.height != before;
+    (node, taller)
 }
 
 /// Removes the entry at `rank` (within the subtree): the new subtree and the
@@ -724,7 +739,7 @@ impl RankTree {
 
     /// Adds an entry whose member is not in the tree.
     pub fn insert(&mut self, entry: Entry) {
-        self.root = Some(insert_into(self.root.take(), entry));
+        self.root = Some(insert_into(self.root.take(), entry).0);
     }
 
     /// Removes the entries of ranks `first..end` and returns them in order:
