@@ -46,6 +46,10 @@ pub fn encode(frame: &Frame, protocol: Protocol, out: &mut BytesMut) {
                 encode(item, protocol, out);
             }
         }
+        Frame::Bulks(array) => {
+            integer_line(out, b'*', array.len() as i64);
+            out.put_slice(array.wire());
+        }
         Frame::Push(items) => {
             integer_line(out, if resp3 { b'>' } else { b'*' }, items.len() as i64);
             for item in items {
@@ -110,6 +114,20 @@ fn bulk(out: &mut BytesMut, marker: u8, data: &[u8]) {
     out.put_slice(b"\r\n");
     out.put_slice(data);
     out.put_slice(b"\r\n");
+}
+
+/// Formats `value` into the tail of `buffer` and returns the digits.
+pub(crate) fn format_u64(mut value: u64, buffer: &mut [u8; 20]) -> &[u8] {
+    let mut position = buffer.len();
+    loop {
+        position -= 1;
+        buffer[position] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    &buffer[position..]
 }
 
 fn itoa_buffer() -> [u8; 20] {
@@ -265,5 +283,33 @@ mod tests {
         assert_eq!(format_double(0.000123), "0.000123");
         assert_eq!(format_double(-2.5), "-2.5");
         assert_eq!(format_double(1e300), "1e+300");
+    }
+
+    #[test]
+    fn bulk_arrays_are_arrays_of_bulks_on_the_wire_and_in_equality() {
+        let elements: [&[u8]; 4] = [b"a", b"", b"with\r\ninside", &[0u8; 300]];
+        let mut bulks = crate::BulkArray::with_capacity(0);
+        for element in elements {
+            bulks.push(element);
+        }
+        let array = Frame::Array(elements.iter().map(|e| Frame::bulk_from_slice(e)).collect());
+        assert_eq!(both(&Frame::Bulks(bulks.clone())), both(&array));
+        assert_eq!(bulks.iter().collect::<Vec<_>>(), elements.to_vec());
+        assert_eq!(
+            bulks.to_frames(),
+            match &array {
+                Frame::Array(items) => items.clone(),
+                _ => unreachable!(),
+            }
+        );
+        assert_eq!(Frame::Bulks(bulks.clone()), array);
+        assert_eq!(array, Frame::Bulks(bulks.clone()));
+        let mut shorter = crate::BulkArray::default();
+        shorter.push(b"a");
+        assert_ne!(Frame::Bulks(shorter), array);
+        assert_eq!(
+            both(&Frame::Bulks(Default::default())),
+            ("*0\r\n".into(), "*0\r\n".into())
+        );
     }
 }

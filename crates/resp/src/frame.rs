@@ -7,7 +7,7 @@ use bytes::Bytes;
 ///
 /// Integers are signed, as in the protocol. Error frames hold the whole error line
 /// without the leading `-`, code included (`WRONGTYPE Operation against ...`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum Frame {
     Simple(Bytes),
     Error(Bytes),
@@ -32,6 +32,115 @@ pub enum Frame {
     Verbatim(Bytes),
     /// RESP3 out-of-band push; an array in RESP2.
     Push(Vec<Frame>),
+    /// An array of bulk strings kept in wire form (the same in RESP2 and
+    /// RESP3): long replies of many small elements (LRANGE) are written once,
+    /// with no frame per element.
+    Bulks(BulkArray),
+}
+
+/// The elements of an array of bulk strings, written as the protocol writes
+/// them (`$<len>\r\n<bytes>\r\n` each) behind one count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkArray {
+    count: usize,
+    wire: Vec<u8>,
+}
+
+impl BulkArray {
+    /// An empty array with room for `bytes` of elements (headers included).
+    pub fn with_capacity(bytes: usize) -> BulkArray {
+        BulkArray {
+            count: 0,
+            wire: Vec::with_capacity(bytes),
+        }
+    }
+
+    pub fn push(&mut self, element: &[u8]) {
+        let mut digits = [0u8; 20];
+        let length = crate::encode::format_u64(element.len() as u64, &mut digits);
+        self.wire.reserve(element.len() + length.len() + 5);
+        self.wire.push(b'$');
+        self.wire.extend_from_slice(length);
+        self.wire.extend_from_slice(b"\r\n");
+        self.wire.extend_from_slice(element);
+        self.wire.extend_from_slice(b"\r\n");
+        self.count += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The elements in wire form, without the array header.
+    pub fn wire(&self) -> &[u8] {
+        &self.wire
+    }
+
+    /// The elements, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut rest = self.wire.as_slice();
+        std::iter::from_fn(move || {
+            let header_end = rest.iter().position(|byte| *byte == b'\r')?;
+            let length: usize = std::str::from_utf8(rest.get(1..header_end)?)
+                .ok()?
+                .parse()
+                .ok()?;
+            let element = rest.get(header_end + 2..header_end + 2 + length)?;
+            rest = rest.get(header_end + 4 + length..)?;
+            Some(element)
+        })
+    }
+
+    /// One bulk frame per element.
+    pub fn to_frames(&self) -> Vec<Frame> {
+        self.iter().map(Frame::bulk_from_slice).collect()
+    }
+}
+
+impl FromIterator<Vec<u8>> for BulkArray {
+    fn from_iter<I: IntoIterator<Item = Vec<u8>>>(elements: I) -> BulkArray {
+        let mut array = BulkArray::default();
+        for element in elements {
+            array.push(&element);
+        }
+        array
+    }
+}
+
+/// Structural equality, except that [`Frame::Bulks`] equals the array of
+/// bulk frames it stands for: the two are the same reply on the wire.
+impl PartialEq for Frame {
+    fn eq(&self, other: &Frame) -> bool {
+        use Frame::*;
+        match (self, other) {
+            (Simple(first), Simple(second))
+            | (Error(first), Error(second))
+            | (Bulk(first), Bulk(second))
+            | (BigNumber(first), BigNumber(second))
+            | (Verbatim(first), Verbatim(second)) => first == second,
+            (Integer(first), Integer(second)) => first == second,
+            (Null, Null) | (NullArray, NullArray) => true,
+            (Array(first), Array(second))
+            | (Set(first), Set(second))
+            | (Push(first), Push(second)) => first == second,
+            (Map(first), Map(second)) => first == second,
+            (Double(first), Double(second)) => first == second,
+            (Boolean(first), Boolean(second)) => first == second,
+            (Bulks(first), Bulks(second)) => first == second,
+            (Bulks(bulks), Array(items)) | (Array(items), Bulks(bulks)) => {
+                bulks.len() == items.len()
+                    && bulks
+                        .iter()
+                        .zip(items)
+                        .all(|(element, item)| matches!(item, Bulk(data) if data[..] == *element))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Frame {

@@ -9,6 +9,6 @@ mod reply;
 mod request;
 
 pub use encode::{encode, format_double, Protocol};
-pub use frame::Frame;
+pub use frame::{BulkArray, Frame};
 pub use reply::{parse_reply, reply_length, ReplyError};
 pub use request::{split_inline_args, ProtocolError, RequestLimits, RequestParser};

@@ -42,6 +42,13 @@ fn frame_to_lua_at(lua: &Lua, frame: &Frame, resp3: bool, depth: usize) -> mlua:
             Value::Boolean(false)
         }),
         Frame::Array(items) | Frame::Push(items) => array(lua, items, resp3, depth),
+        Frame::Bulks(elements) => {
+            let table = lua.create_table_with_capacity(elements.len(), 0)?;
+            for (index, element) in elements.iter().enumerate() {
+                table.raw_set(index + 1, lua.create_string(element)?)?;
+            }
+            Ok(Value::Table(table))
+        }
         Frame::Set(items) if resp3 => {
             let set = lua.create_table_with_capacity(0, items.len())?;
             for item in items {

@@ -290,6 +290,7 @@ fn observe(call: &Call, reply: &Frame) -> Observed {
             }
             Observed::Elements(elements)
         }
+        Frame::Bulks(elements) => Observed::Elements(elements.iter().map(text).collect()),
         other => Observed::Bulk(format!("unexpected reply {other:?}")),
     }
 }

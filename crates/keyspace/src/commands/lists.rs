@@ -871,27 +871,12 @@ fn lrange(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
     let Some((first, last)) = resolve_range(start, stop, list.len()) else {
         return Frame::Array(Vec::new());
     };
-    Frame::Array(shared_bulks(list.range(first, last)))
-}
-
-/// Bulk replies for `elements` that share one buffer: one allocation for the
-/// whole reply instead of one per element (LRANGE returns many small ones).
-fn shared_bulks<'a>(elements: impl Iterator<Item = &'a [u8]>) -> Vec<Frame> {
-    let mut buffer = bytes::BytesMut::new();
-    let mut ends = Vec::new();
-    for element in elements {
-        buffer.extend_from_slice(element);
-        ends.push(buffer.len());
+    // Room for short elements; longer ones grow the buffer.
+    let mut array = resp::BulkArray::with_capacity((last - first + 1).min(4096) * 16);
+    for element in list.range(first, last) {
+        array.push(element);
     }
-    let shared = buffer.freeze();
-    let mut start = 0;
-    ends.into_iter()
-        .map(|end| {
-            let bulk = Frame::Bulk(shared.slice(start..end));
-            start = end;
-            bulk
-        })
-        .collect()
+    Frame::Bulks(array)
 }
 
 fn lindex(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
