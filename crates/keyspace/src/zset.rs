@@ -251,18 +251,65 @@ impl ZSetValue {
 
     /// Gives `member` the score `score` (not NaN), adding it when absent.
     pub fn set(&mut self, member: &[u8], score: f64) -> Change {
-        debug_assert!(!score.is_nan());
-        let Some(current) = self.score(member) else {
-            self.insert_new(member, score);
-            return Change::Added;
+        match self.set_with(member, |_| Ok::<_, ()>(Some(score))) {
+            Ok(change) => change,
+            Err(()) => Change::Unchanged,
+        }
+    }
+
+    /// Gives `member` the score `decide` returns when shown its current one
+    /// (`None` when absent; never NaN): `Ok(None)` leaves the set as it is,
+    /// an error is handed back. The member is looked up once.
+    pub fn set_with<E>(
+        &mut self,
+        member: &[u8],
+        decide: impl FnOnce(Option<f64>) -> Result<Option<f64>, E>,
+    ) -> Result<Change, E> {
+        if let Repr::Skiplist(indexed) = &mut self.repr {
+            let Some(stored) = indexed.index.get_mut(member) else {
+                let Some(score) = decide(None)? else {
+                    return Ok(Change::Unchanged);
+                };
+                debug_assert!(!score.is_nan());
+                indexed.index.insert_new(member, score);
+                indexed.tree.insert(Entry::new(score, member));
+                return Ok(Change::Added);
+            };
+            let current = *stored;
+            let Some(score) = decide(Some(current))? else {
+                return Ok(Change::Unchanged);
+            };
+            debug_assert!(!score.is_nan());
+            // Equal scores (0 and -0 included) change nothing, as in Redis.
+            if current == score {
+                return Ok(Change::Unchanged);
+            }
+            // The entry (and its member's allocation) moves to its new place
+            // in one descent each way.
+            *stored = score;
+            let mut entry = indexed
+                .tree
+                .remove_key(current, member)
+                .unwrap_or_else(|| Entry::new(score, member));
+            entry.score = score;
+            indexed.tree.insert(entry);
+            return Ok(Change::Updated);
+        }
+        let current = self.score(member);
+        let Some(score) = decide(current)? else {
+            return Ok(Change::Unchanged);
         };
-        // Equal scores (0 and -0 included) change nothing, as in Redis.
+        debug_assert!(!score.is_nan());
+        let Some(current) = current else {
+            self.insert_new(member, score);
+            return Ok(Change::Added);
+        };
         if current == score {
-            return Change::Unchanged;
+            return Ok(Change::Unchanged);
         }
         self.remove(member);
         self.insert_new(member, score);
-        Change::Updated
+        Ok(Change::Updated)
     }
 
     /// Adds a member known to be absent, converting first when the listpack
@@ -295,8 +342,7 @@ impl ZSetValue {
             }
             Repr::Skiplist(indexed) => {
                 let score = indexed.index.remove(member)?;
-                let rank = indexed.tree.rank_of(score, member);
-                indexed.tree.remove_at(rank);
+                indexed.tree.remove_key(score, member);
                 Some(score)
             }
         }
@@ -628,6 +674,59 @@ fn remove_from(mut node: Box<Node>, rank: usize) -> (Link, Option<Entry>) {
     }
 }
 
+/// Removes the entry at position (score, member) below `node`: the new
+/// subtree, the entry, and whether the subtree got shorter. Levels whose
+/// subtree kept its height only uncount the entry.
+fn remove_key_from(mut node: Box<Node>, score: f64, member: &[u8]) -> (Link, Option<Entry>, bool) {
+    let (removed, shrunk) = match node.entry.cmp_to(score, member) {
+        Ordering::Greater => {
+            let Some(left) = node.left.take() else {
+                return (Some(node), None, false);
+            };
+            let (left, removed, shrunk) = remove_key_from(left, score, member);
+            node.left = left;
+            (removed, shrunk)
+        }
+        Ordering::Less => {
+            let Some(right) = node.right.take() else {
+                return (Some(node), None, false);
+            };
+            let (right, removed, shrunk) = remove_key_from(right, score, member);
+            node.right = right;
+            (removed, shrunk)
+        }
+        Ordering::Equal => {
+            let before = node.height;
+            return match (node.left.take(), node.right.take()) {
+                (None, right) => (right, Some(node.entry), true),
+                (left, None) => (left, Some(node.entry), true),
+                (Some(left), Some(right)) => {
+                    // The successor (the right subtree's first entry) takes its place.
+                    let (right, successor) = remove_from(right, 0);
+                    node.left = Some(left);
+                    node.right = right;
+                    let removed =
+                        successor.map(|successor| std::mem::replace(&mut node.entry, successor));
+                    let node = rebalance(node);
+                    let shorter = node.height != before;
+                    (Some(node), removed, shorter)
+                }
+            };
+        }
+    };
+    if removed.is_none() {
+        return (Some(node), None, false);
+    }
+    node.size -= 1;
+    if !shrunk {
+        return (Some(node), removed, false);
+    }
+    let before = node.height;
+    let node = rebalance(node);
+    let shorter = node.height != before;
+    (Some(node), removed, shorter)
+}
+
 /// Joins `left` (entries before `middle`), `middle` (a node whose children
 /// are ignored) and `right` (entries after it) into one balanced tree, in
 /// O(|height(left) - height(right)| + 1): the lower tree hangs off the
@@ -755,6 +854,14 @@ impl RankTree {
         let mut entries = Vec::with_capacity(end - first);
         drain_into(removed, &mut entries);
         entries
+    }
+
+    /// Removes and returns the entry at position (score, member).
+    pub fn remove_key(&mut self, score: f64, member: &[u8]) -> Option<Entry> {
+        let root = self.root.take()?;
+        let (root, removed, _) = remove_key_from(root, score, member);
+        self.root = root;
+        removed
     }
 
     /// Removes and returns the entry at `rank`.

@@ -968,29 +968,32 @@ fn zadd_generic(
     let mut last_score = 0.0;
     for (pair, &score) in pairs.chunks_exact(2).zip(&scores) {
         let member = &pair[1];
-        match zset.score(member) {
-            Some(_) if nx => {}
+        let decided = zset.set_with(member, |current| match current {
+            Some(_) if nx => Ok(None),
             Some(current) => {
                 let new_score = if incr { current + score } else { score };
                 if new_score.is_nan() {
-                    return Frame::error(NAN_RESULT);
+                    return Err(Frame::error(NAN_RESULT));
                 }
                 if (lt && new_score >= current) || (gt && new_score <= current) {
-                    continue;
+                    return Ok(None);
                 }
                 processed += 1;
                 last_score = new_score;
-                if zset.set(member, new_score) == Change::Updated {
-                    updated += 1;
-                }
+                Ok(Some(new_score))
             }
-            None if xx => {}
+            None if xx => Ok(None),
             None => {
-                zset.set(member, score);
-                added += 1;
                 processed += 1;
                 last_score = score;
+                Ok(Some(score))
             }
+        });
+        match decided {
+            Ok(Change::Added) => added += 1,
+            Ok(Change::Updated) => updated += 1,
+            Ok(Change::Unchanged) => {}
+            Err(error) => return error,
         }
     }
     keyspace.stats.dirty += (added + updated) as u64;
