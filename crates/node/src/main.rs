@@ -250,15 +250,7 @@ fn main() -> anyhow::Result<()> {
                 prefer_zone: prefer_zone.filter(|zone| !zone.is_empty()),
                 requirepass: requirepass.filter(|password| !password.is_empty()),
             };
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
-            if threads > 0 {
-                builder.worker_threads(threads);
-            }
-            let runtime = builder
-                .enable_all()
-                .build()
-                .context("starting the runtime")?;
-            runtime.block_on(router::run(options))
+            router::run(options, threads)
         }
         Command::Cluster { password, command } => {
             resp_client::set_password(password.as_deref());

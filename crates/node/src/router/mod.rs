@@ -59,7 +59,6 @@ pub struct Router {
     /// `REFRESH_SPACING` are skipped (a burst of MOVED replies asks once).
     last_refresh: tokio::sync::Mutex<Option<Instant>>,
     upstream_timeout: Duration,
-    next_client_id: AtomicU64,
     /// Why the last refresh failed (None after a success).
     refresh_error: RwLock<Option<String>>,
     /// Shared node links for plain keyed commands.
@@ -84,7 +83,6 @@ impl Router {
             map: RwLock::new(Arc::new(SlotMap::default())),
             last_refresh: tokio::sync::Mutex::new(None),
             upstream_timeout,
-            next_client_id: AtomicU64::new(1),
             refresh_error: RwLock::new(None),
             pool: pool::Pool::new(upstream_timeout),
             pipeline_depth: options.pipeline_depth,
@@ -164,26 +162,103 @@ impl Router {
         candidates
     }
 
+    /// Client ids are unique across the router's threads.
     fn next_client_id(&self) -> u64 {
-        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        NEXT.fetch_add(1, Ordering::Relaxed)
     }
 }
 
-/// Runs the router until SIGTERM or SIGINT.
-pub async fn run(options: RouterOptions) -> anyhow::Result<()> {
+/// Runs the router until SIGTERM or SIGINT on `threads` threads (0: one per
+/// core). Each thread runs its own single-threaded runtime with its own
+/// [`Router`] (slot map and node links) and accepts from the one listening
+/// socket: a client's request, its node link and its reply stay on one
+/// thread, with no hand-off between threads on the way.
+pub fn run(options: RouterOptions, threads: usize) -> anyhow::Result<()> {
     if options.seeds.is_empty() {
         anyhow::bail!("name at least one seed node with --seeds HOST:PORT[,HOST:PORT...]");
     }
+    let threads = if threads > 0 {
+        threads
+    } else {
+        std::thread::available_parallelism().map_or(1, |count| count.get())
+    };
     let address = format!("{}:{}", options.bind, options.port);
-    let listener = TcpListener::bind(&address)
-        .await
-        .with_context(|| format!("binding {address}"))?;
+    let listener =
+        std::net::TcpListener::bind(&address).with_context(|| format!("binding {address}"))?;
+    listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
+    let options = Arc::new(options);
+    let clients = Arc::new(Semaphore::new(options.max_clients));
+    let (ready, started) = std::sync::mpsc::channel();
+    for index in 0..threads {
+        let listener = listener.try_clone()?;
+        let (options, clients, ready) = (options.clone(), clients.clone(), ready.clone());
+        std::thread::Builder::new()
+            .name(format!("router-{index}"))
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = ready.send(Err(anyhow::Error::from(error)));
+                        return;
+                    }
+                };
+                runtime.block_on(serve(options, listener, clients, ready));
+            })
+            .context("starting a router thread")?;
+    }
+    drop(ready);
+    for _ in 0..threads {
+        started
+            .recv()
+            .context("a router thread stopped while starting")??;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let (Ok(mut terminate), Ok(mut interrupt)) = (
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
+        ) else {
+            anyhow::bail!("cannot install signal handlers");
+        };
+        tracing::info!(%bound, seeds = ?options.seeds, threads, "slotraft router ready to accept connections");
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+        tracing::info!("slotraft router stopped");
+        Ok(())
+    })
+}
+
+/// One router thread: learns the slot map, refreshes it on an interval and
+/// serves the clients it accepts.
+async fn serve(
+    options: Arc<RouterOptions>,
+    listener: std::net::TcpListener,
+    clients: Arc<Semaphore>,
+    ready: std::sync::mpsc::Sender<anyhow::Result<()>>,
+) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            let _ = ready.send(Err(error.into()));
+            return;
+        }
+    };
     let router = Arc::new(Router::new(&options));
     router.refresh().await;
     if router.map().is_empty() {
         tracing::warn!("no seed answered CLUSTER SLOTS yet; clients get errors until one does");
     }
+    let _ = ready.send(Ok(()));
     let refresher = router.clone();
     let interval = options.refresh_interval.max(Duration::from_millis(100));
     tokio::spawn(async move {
@@ -194,42 +269,28 @@ pub async fn run(options: RouterOptions) -> anyhow::Result<()> {
             refresher.refresh().await;
         }
     });
-    let (Ok(mut terminate), Ok(mut interrupt)) = (
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()),
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()),
-    ) else {
-        anyhow::bail!("cannot install signal handlers");
-    };
-    let clients = Arc::new(Semaphore::new(options.max_clients));
-    tracing::info!(%bound, seeds = ?options.seeds, "slotraft router ready to accept connections");
     loop {
-        tokio::select! {
-            _ = terminate.recv() => break,
-            _ = interrupt.recv() => break,
-            accepted = listener.accept() => {
-                let (mut stream, _) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        tracing::warn!(%error, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    }
-                };
-                let Ok(permit) = clients.clone().try_acquire_owned() else {
-                    tokio::spawn(async move {
-                        let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
-                    });
-                    continue;
-                };
-                let _ = stream.set_nodelay(true);
-                let router = router.clone();
-                tokio::spawn(async move {
-                    client::serve(router, stream).await;
-                    drop(permit);
-                });
+        let (mut stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
             }
-        }
+        };
+        let Ok(permit) = clients.clone().try_acquire_owned() else {
+            tokio::spawn(async move {
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        tokio::spawn(async move {
+            client::serve(router, stream).await;
+            drop(permit);
+        });
     }
-    tracing::info!("slotraft router stopped");
-    Ok(())
 }
