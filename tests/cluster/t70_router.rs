@@ -130,6 +130,22 @@ fn plain_clients_use_the_whole_cluster_through_the_router() {
         "-EXECABORT Transaction discarded because of previous errors.\r\n",
     );
     raw.roundtrip(&["EXISTS", "{tx}:a"], ":0\r\n");
+    // Whole-cluster commands cannot be part of a one-slot transaction.
+    raw.roundtrip(&["MULTI"], "+OK\r\n");
+    raw.roundtrip(&["SET", "{tx}:c", "1"], "+QUEUED\r\n");
+    raw.roundtrip(
+        &["FLUSHALL"],
+        "-ERR FLUSHALL inside MULTI is not supported through the router: it spans every shard\r\n",
+    );
+    raw.roundtrip(
+        &["SCRIPT", "LOAD", "return 1"],
+        "-ERR SCRIPT LOAD inside MULTI is not supported through the router: it spans every shard\r\n",
+    );
+    raw.roundtrip(
+        &["EXEC"],
+        "-EXECABORT Transaction discarded because of previous errors.\r\n",
+    );
+    raw.roundtrip(&["EXISTS", "{tx}:c"], ":0\r\n");
 
     // DBSIZE: every key written (300 plain + 10 multi left + 2 tx).
     let written: BTreeSet<String> = plain

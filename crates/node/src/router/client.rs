@@ -338,6 +338,24 @@ const ROUTER_COMMANDS: &[&str] = &[
     "script|exists",
 ];
 
+/// Commands the router answers for the whole cluster, which a transaction
+/// (run on one node) cannot.
+const SPANS_EVERY_SHARD: &[&str] = &[
+    "dbsize",
+    "scan",
+    "keys",
+    "randomkey",
+    "flushall",
+    "flushdb",
+    "script|load",
+    "script|flush",
+    "script|exists",
+    "function|load",
+    "function|flush",
+    "function|delete",
+    "function|restore",
+];
+
 /// UNSUBSCRIBE and relatives on a connection with no subscriptions: one
 /// reply per channel named, or one with a null channel.
 fn unsubscribed(name: &str, arguments: &[Bytes]) -> Vec<Frame> {
@@ -893,6 +911,15 @@ impl Client {
         let Some(multi) = self.multi.as_mut() else {
             return Frame::error("ERR internal: no transaction");
         };
+        if SPANS_EVERY_SHARD.contains(&spec.name) {
+            // Queued, it would run on one node only; one transaction cannot
+            // span shards, so it is refused at queue time (EXEC then aborts).
+            multi.failed = true;
+            return Frame::error_owned(format!(
+                "ERR {} inside MULTI is not supported through the router: it spans every shard",
+                spec.name.replace('|', " ").to_uppercase()
+            ));
+        }
         match keyspace::command_slot(spec, &arguments) {
             Err(error) => {
                 multi.failed = true;
