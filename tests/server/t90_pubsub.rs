@@ -311,3 +311,72 @@ fn scripts_publish_to_subscribers() {
     subscriber.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\na\r\n");
     subscriber.expect(b"*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$1\r\nb\r\n");
 }
+
+/// A pipeline of PUBLISH commands with a write in the middle: every
+/// subscriber gets the messages and the write's keyspace event in the order
+/// the publisher sent them, and each PUBLISH counts its receivers.
+#[test]
+fn pipelined_publishes_arrive_in_order_around_keyspace_events() {
+    let server = Server::start(&[]);
+    let mut admin = Raw::connect(server.port);
+    admin.roundtrip(
+        &["CONFIG", "SET", "notify-keyspace-events", "E$"],
+        "+OK\r\n",
+    );
+    let mut listeners: Vec<Raw> = (0..3).map(|_| Raw::connect(server.port)).collect();
+    for listener in &mut listeners {
+        listener.roundtrip(
+            &["PSUBSCRIBE", "*"],
+            "*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n",
+        );
+    }
+    let mut direct = Raw::connect(server.port);
+    direct.roundtrip(
+        &["SUBSCRIBE", "ch"],
+        "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n",
+    );
+    let mut publisher = Raw::connect(server.port);
+    let mut pipeline = Vec::new();
+    let mut sent = Vec::new();
+    for index in 0..40 {
+        let command = if index == 20 {
+            format!(
+                "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n{index}\r\n",
+                index.to_string().len()
+            )
+        } else {
+            let message = format!("m{index}");
+            sent.push(message.clone());
+            format!(
+                "*3\r\n$7\r\nPUBLISH\r\n$2\r\nch\r\n${}\r\n{message}\r\n",
+                message.len()
+            )
+        };
+        pipeline.extend(command.into_bytes());
+    }
+    publisher.send(&pipeline);
+    let mut replies = String::new();
+    for index in 0..40 {
+        replies.push_str(if index == 20 { "+OK\r\n" } else { ":4\r\n" });
+    }
+    publisher.expect(replies.as_bytes());
+    let mut expected_pattern = Vec::new();
+    let mut expected_direct = Vec::new();
+    for (index, message) in sent.iter().enumerate() {
+        if index == 20 {
+            expected_pattern.extend(pmessage("*", "__keyevent@0__:set", "k"));
+        }
+        expected_pattern.extend(pmessage("*", "ch", message));
+        expected_direct.extend(
+            format!(
+                "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n${}\r\n{message}\r\n",
+                message.len()
+            )
+            .into_bytes(),
+        );
+    }
+    for listener in &mut listeners {
+        listener.expect(&expected_pattern);
+    }
+    direct.expect(&expected_direct);
+}

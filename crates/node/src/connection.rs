@@ -84,6 +84,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
             }
         }
         let mut flow = process(&shared, &mut session, &mut parser, &mut input, &mut output).await;
+        session.deliveries.flush();
         if let Some(subscriber) = &session.subscriptions.subscriber {
             subscriber.drain_into(&mut output);
         }
@@ -113,6 +114,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
             };
             session.reply(&mut output, &reply);
             flow = process(&shared, &mut session, &mut parser, &mut input, &mut output).await;
+            session.deliveries.flush();
         }
         let buffered = input.len() + parser.pending_bytes();
         client.details().query_buffer_bytes = buffered;

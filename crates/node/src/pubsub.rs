@@ -114,14 +114,24 @@ impl Subscriber {
     }
 
     /// Queues a message; a subscriber past its limits is disconnected instead.
-    fn deliver(&self, message: &Frame, limits: OutputLimits) {
-        let protocol = if self.resp3.load(Ordering::Relaxed) {
-            Protocol::Resp3
-        } else {
-            Protocol::Resp2
-        };
+    fn deliver(&self, message: &Message, limits: OutputLimits) {
+        self.deliver_all(std::iter::once(message), limits);
+    }
+
+    /// Queues messages in order, taking the outbox once.
+    fn deliver_all<'m>(&self, messages: impl Iterator<Item = &'m Message>, limits: OutputLimits) {
+        let resp3 = self.resp3.load(Ordering::Relaxed);
         let mut outbox = self.outbox();
-        encode(message, protocol, &mut outbox.bytes);
+        // A non-empty outbox was already announced and not drained yet.
+        let announced = !outbox.bytes.is_empty();
+        for message in messages {
+            let wire = if resp3 {
+                &message.resp3
+            } else {
+                &message.resp2
+            };
+            outbox.bytes.extend_from_slice(wire);
+        }
         let size = outbox.bytes.len();
         let mut overflow = limits.hard_bytes > 0 && size > limits.hard_bytes;
         if limits.soft_bytes > 0 && size > limits.soft_bytes {
@@ -141,13 +151,18 @@ impl Subscriber {
             return;
         }
         drop(outbox);
-        self.ready.notify_one();
+        if !announced {
+            self.ready.notify_one();
+        }
     }
 
     /// Moves the queued messages to `out`.
     pub fn drain_into(&self, out: &mut BytesMut) {
         let mut outbox = self.outbox();
-        if !outbox.bytes.is_empty() {
+        if out.is_empty() {
+            // Hand over the whole buffer instead of copying it.
+            std::mem::swap(out, &mut outbox.bytes);
+        } else if !outbox.bytes.is_empty() {
             out.extend_from_slice(&outbox.bytes);
             outbox.bytes.clear();
         }
@@ -157,6 +172,100 @@ impl Subscriber {
     /// Waits until messages are queued.
     pub async fn ready(&self) {
         self.ready.notified().await
+    }
+}
+
+/// Messages PUBLISHed by one connection, held until it runs anything else
+/// (or its batch of requests ends): a pipeline of PUBLISH commands then
+/// takes each subscriber's outbox once rather than once per message.
+/// Messages keep their order per subscriber, and nothing the connection does
+/// afterwards (a write's keyspace event, a script's PUBLISH) overtakes them.
+#[derive(Default)]
+pub struct Deliveries {
+    messages: Vec<Arc<Message>>,
+    /// (subscriber, index into `messages`), in publishing order.
+    pending: Vec<(Arc<Subscriber>, usize)>,
+    limits: Option<OutputLimits>,
+}
+
+impl Deliveries {
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Delivers everything held, each subscriber's messages in one go.
+    pub fn flush(&mut self) {
+        let Some(limits) = self.limits else {
+            return;
+        };
+        // Stable: each subscriber's messages stay in publishing order.
+        self.pending
+            .sort_by_key(|(subscriber, _)| subscriber.client.id);
+        let mut rest = &self.pending[..];
+        while let Some((first, _)) = rest.first() {
+            let run = rest
+                .iter()
+                .take_while(|(subscriber, _)| Arc::ptr_eq(subscriber, first))
+                .count();
+            let messages = &self.messages;
+            first.deliver_all(
+                rest[..run].iter().map(|(_, index)| &*messages[*index]),
+                limits,
+            );
+            rest = &rest[run..];
+        }
+        self.pending.clear();
+        self.messages.clear();
+    }
+}
+
+impl Drop for Deliveries {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Where a publish goes: to the subscribers now, or held by the publisher.
+enum Sink<'d> {
+    Now(OutputLimits),
+    Held(&'d mut Deliveries, OutputLimits),
+}
+
+impl Sink<'_> {
+    fn send(&mut self, subscribers: Vec<Arc<Subscriber>>, message: Message) {
+        match self {
+            Sink::Now(limits) => {
+                for subscriber in subscribers {
+                    subscriber.deliver(&message, *limits);
+                }
+            }
+            Sink::Held(deliveries, limits) => {
+                deliveries.limits = Some(*limits);
+                let index = deliveries.messages.len();
+                deliveries.messages.push(Arc::new(message));
+                deliveries.pending.extend(
+                    subscribers
+                        .into_iter()
+                        .map(|subscriber| (subscriber, index)),
+                );
+            }
+        }
+    }
+}
+
+/// A message encoded once per protocol, for every subscriber.
+struct Message {
+    resp2: BytesMut,
+    resp3: BytesMut,
+}
+
+impl Message {
+    fn new(frame: &Frame) -> Message {
+        let mut resp2 = BytesMut::new();
+        let mut resp3 = BytesMut::new();
+        encode(frame, Protocol::Resp2, &mut resp2);
+        encode(frame, Protocol::Resp3, &mut resp3);
+        Message { resp2, resp3 }
     }
 }
 
@@ -300,19 +409,33 @@ impl PubSub {
     /// Delivers to this node's subscribers of `channel` and of the patterns
     /// matching it; answers how many received it.
     pub fn publish(&self, channel: &Bytes, message: &Bytes, limits: OutputLimits) -> usize {
-        let mut received = 0;
+        self.publish_to(channel, message, Sink::Now(limits))
+    }
+
+    /// PUBLISH whose deliveries `deliveries` holds for the publisher.
+    pub fn publish_held(
+        &self,
+        channel: &Bytes,
+        message: &Bytes,
+        limits: OutputLimits,
+        deliveries: &mut Deliveries,
+    ) -> usize {
+        self.publish_to(channel, message, Sink::Held(deliveries, limits))
+    }
+
+    fn publish_to(&self, channel: &Bytes, message: &Bytes, mut sink: Sink<'_>) -> usize {
         let direct: Vec<Arc<Subscriber>> = lock(&self.channels)
             .get(channel)
             .map(|clients| clients.values().cloned().collect())
             .unwrap_or_default();
-        let frame = Frame::Push(vec![
-            Frame::bulk("message"),
-            Frame::Bulk(channel.clone()),
-            Frame::Bulk(message.clone()),
-        ]);
-        for subscriber in direct {
-            subscriber.deliver(&frame, limits);
-            received += 1;
+        let mut received = direct.len();
+        if !direct.is_empty() {
+            let frame = Message::new(&Frame::Push(vec![
+                Frame::bulk("message"),
+                Frame::Bulk(channel.clone()),
+                Frame::Bulk(message.clone()),
+            ]));
+            sink.send(direct, frame);
         }
         let matching: Vec<(Bytes, Vec<Arc<Subscriber>>)> = lock(&self.patterns)
             .iter()
@@ -320,16 +443,14 @@ impl PubSub {
             .map(|(pattern, clients)| (pattern.clone(), clients.values().cloned().collect()))
             .collect();
         for (pattern, subscribers) in matching {
-            let frame = Frame::Push(vec![
+            received += subscribers.len();
+            let frame = Message::new(&Frame::Push(vec![
                 Frame::bulk("pmessage"),
                 Frame::Bulk(pattern),
                 Frame::Bulk(channel.clone()),
                 Frame::Bulk(message.clone()),
-            ]);
-            for subscriber in subscribers {
-                subscriber.deliver(&frame, limits);
-                received += 1;
-            }
+            ]));
+            sink.send(subscribers, frame);
         }
         received
     }
@@ -340,11 +461,11 @@ impl PubSub {
             .get(channel)
             .map(|clients| clients.values().cloned().collect())
             .unwrap_or_default();
-        let frame = Frame::Push(vec![
+        let frame = Message::new(&Frame::Push(vec![
             Frame::bulk("smessage"),
             Frame::Bulk(channel.clone()),
             Frame::Bulk(message.clone()),
-        ]);
+        ]));
         for subscriber in &subscribers {
             subscriber.deliver(&frame, limits);
         }
@@ -506,7 +627,12 @@ pub fn subscription_command(
 /// PUBLISH (here, and forwarded to the other nodes of a cluster), SPUBLISH
 /// (on the node serving the channel's slot) and SLOTRAFT PUBLISH-LOCAL (a
 /// forwarded PUBLISH).
-pub fn publish_command(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes]) -> Frame {
+pub fn publish_command(
+    shared: &Shared,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+    deliveries: Option<&mut Deliveries>,
+) -> Frame {
     let limits = shared.pubsub.limits();
     match spec.name {
         "spublish" => {
@@ -534,7 +660,14 @@ pub fn publish_command(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes])
             Frame::Integer(received as i64)
         }
         _ => {
-            let received = shared.pubsub.publish(&arguments[1], &arguments[2], limits);
+            let received = match deliveries {
+                Some(deliveries) => {
+                    shared
+                        .pubsub
+                        .publish_held(&arguments[1], &arguments[2], limits, deliveries)
+                }
+                None => shared.pubsub.publish(&arguments[1], &arguments[2], limits),
+            };
             if let Some(forwarder) = &shared.forwarder {
                 forwarder.forward(&arguments[1], &arguments[2]);
             }

@@ -134,6 +134,9 @@ pub struct Session {
     /// Set by CLIENT REPLY SKIP for the command after it.
     skip_next: bool,
     last_command: &'static str,
+    /// Messages this connection PUBLISHed, delivered before it runs
+    /// anything else (see [`crate::pubsub::Deliveries`]).
+    pub deliveries: crate::pubsub::Deliveries,
 }
 
 impl Session {
@@ -156,6 +159,7 @@ impl Session {
             more_replies: Vec::new(),
             skip_next: false,
             last_command: "",
+            deliveries: Default::default(),
         }
     }
 
@@ -183,6 +187,9 @@ impl Session {
 
     /// Records the last command name for CLIENT LIST.
     pub fn note_command(&mut self, name: &'static str) {
+        if name != "publish" && !self.deliveries.is_empty() {
+            self.deliveries.flush();
+        }
         if self.last_command != name {
             self.last_command = name;
             self.client.details().last_command = name.to_string();
@@ -285,7 +292,7 @@ pub fn execute(
             first
         }
         "publish" | "spublish" | "slotraft|publish-local" | "slotraft|spublish-local" => {
-            crate::pubsub::publish_command(shared, spec, arguments)
+            crate::pubsub::publish_command(shared, spec, arguments, Some(&mut session.deliveries))
         }
         name if name.starts_with("pubsub|") => crate::pubsub::introspect(shared, spec, arguments),
         "script|kill" => crate::busy::kill(false),
