@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use keyspace::command::{flags, Handler};
 use keyspace::{Context, Keyspace, Rng};
 use mlua::{Function, Lua, MultiValue, Value};
@@ -316,7 +316,7 @@ impl Drop for CurrentRunGuard<'_> {
 pub fn install_call(lua: &Lua, redis: &mlua::Table, control: &Arc<RunControl>) -> mlua::Result<()> {
     for raise in [true, false] {
         let control = control.clone();
-        let function = lua.create_function(move |lua, arguments: MultiValue| {
+        let function = lua.create_function(move |lua, arguments: CallArguments| {
             let Some(pointer) = lua.app_data_ref::<CurrentRun>().map(|current| current.0) else {
                 return Err(mlua::Error::runtime(
                     "redis.call/pcall can only be called inside a script invocation",
@@ -341,6 +341,103 @@ pub fn install_call(lua: &Lua, redis: &mlua::Table, control: &Arc<RunControl>) -
     Ok(())
 }
 
+/// `redis.call`'s arguments as command words, or the error for an argument
+/// that is neither a string nor a number. Read straight off the Lua stack
+/// into one shared buffer: no Lua reference and no allocation per argument.
+struct CallArguments(Result<Vec<Bytes>, &'static str>);
+
+const BAD_ARGUMENT: &str = "Lua redis lib command arguments must be strings or integers";
+
+/// An argument's bytes as Redis passes them: strings as they are, integral
+/// numbers in decimal, others with 17 significant digits.
+enum Word<'a> {
+    Text(&'a [u8]),
+    Number(f64),
+}
+
+fn push_word(buffer: &mut BytesMut, word: Word<'_>) {
+    match word {
+        Word::Text(bytes) => buffer.extend_from_slice(bytes),
+        Word::Number(number) => {
+            // An integral value within i64 (not -0) as an integer, as the
+            // Lua binding reads numbers.
+            let integral = number.fract() == 0.0
+                && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&number)
+                && ((number as i64) as f64).to_bits() == number.to_bits();
+            if integral {
+                buffer.extend_from_slice((number as i64).to_string().as_bytes());
+            } else {
+                buffer.extend_from_slice(number_argument(number).as_bytes());
+            }
+        }
+    }
+}
+
+fn split_words(buffer: BytesMut, ends: &[usize]) -> Vec<Bytes> {
+    let shared = buffer.freeze();
+    let mut start = 0;
+    ends.iter()
+        .map(|&end| {
+            let word = shared.slice(start..end);
+            start = end;
+            word
+        })
+        .collect()
+}
+
+impl mlua::FromLuaMulti for CallArguments {
+    fn from_lua_multi(values: MultiValue, _lua: &Lua) -> mlua::Result<Self> {
+        let mut buffer = BytesMut::new();
+        let mut ends = Vec::with_capacity(values.len());
+        for value in &values {
+            match value {
+                Value::String(text) => push_word(&mut buffer, Word::Text(&text.as_bytes())),
+                Value::Integer(number) => {
+                    buffer.extend_from_slice(number.to_string().as_bytes());
+                }
+                Value::Number(number) => push_word(&mut buffer, Word::Number(*number)),
+                _ => return Ok(CallArguments(Err(BAD_ARGUMENT))),
+            }
+            ends.push(buffer.len());
+        }
+        Ok(CallArguments(Ok(split_words(buffer, &ends))))
+    }
+
+    unsafe fn from_stack_args(
+        count: std::ffi::c_int,
+        _first: usize,
+        _to: Option<&str>,
+        lua: &mlua::state::RawLua,
+    ) -> mlua::Result<Self> {
+        use mlua::ffi;
+        let state = lua.state();
+        let mut buffer = BytesMut::with_capacity(64);
+        let mut ends = Vec::with_capacity(count.max(0) as usize);
+        for offset in 0..count {
+            let index = offset - count;
+            // SAFETY: `index` names one of the `count` arguments on top of
+            // the stack of the running function; a string's bytes stay valid
+            // while it is on the stack, and are copied before anything pops it.
+            unsafe {
+                match ffi::lua_type(state, index) {
+                    ffi::LUA_TSTRING => {
+                        let mut length = 0usize;
+                        let pointer = ffi::lua_tolstring(state, index, &mut length);
+                        let bytes = std::slice::from_raw_parts(pointer as *const u8, length);
+                        push_word(&mut buffer, Word::Text(bytes));
+                    }
+                    ffi::LUA_TNUMBER => {
+                        push_word(&mut buffer, Word::Number(ffi::lua_tonumber(state, index)));
+                    }
+                    _ => return Ok(CallArguments(Err(BAD_ARGUMENT))),
+                }
+            }
+            ends.push(buffer.len());
+        }
+        Ok(CallArguments(Ok(split_words(buffer, &ends))))
+    }
+}
+
 /// What `redis.call` reaches while a run lasts.
 struct CallState<'a> {
     keyspace: &'a mut Keyspace,
@@ -362,23 +459,18 @@ fn call_command(
     lua: &Lua,
     state: &mut CallState<'_>,
     control: &RunControl,
-    arguments: MultiValue,
+    arguments: CallArguments,
 ) -> mlua::Result<Result<Value, Vec<u8>>> {
     let failure = |text: &str| -> mlua::Result<Result<Value, Vec<u8>>> {
         Ok(Err(error_text(text.as_bytes())))
     };
-    if arguments.is_empty() {
-        return failure("Please specify at least one argument for this redis lib call");
-    }
-    let mut words = Vec::with_capacity(arguments.len());
-    for argument in &arguments {
-        match argument {
-            Value::String(text) => words.push(Bytes::copy_from_slice(&text.as_bytes())),
-            Value::Integer(number) => words.push(Bytes::from(number.to_string())),
-            Value::Number(number) => words.push(Bytes::from(number_argument(*number))),
-            _ => return failure("Lua redis lib command arguments must be strings or integers"),
+    let words = match arguments.0 {
+        Ok(words) if words.is_empty() => {
+            return failure("Please specify at least one argument for this redis lib call")
         }
-    }
+        Ok(words) => words,
+        Err(text) => return failure(text),
+    };
     let Some(command) = keyspace::commands::lookup(&words[0]) else {
         return failure("Unknown Redis command called from script");
     };

@@ -194,6 +194,32 @@ fn conversions_reply_to_lua() {
         ),
         bulk("1e+20")
     );
+    // Negative zero keeps its sign; 2^63 is past i64, so not an integer;
+    // many arguments of mixed kinds keep their order.
+    assert_eq!(
+        h.eval(
+            "redis.call('SET', 'f', -0.0) return redis.call('GET', 'f')",
+            &[],
+            &[]
+        ),
+        bulk("-0")
+    );
+    assert_eq!(
+        h.eval(
+            "redis.call('SET', 'f', 2^63) return redis.call('GET', 'f')",
+            &[],
+            &[]
+        ),
+        bulk("9.2233720368547758e+18")
+    );
+    assert_eq!(
+        h.eval(
+            "redis.call('RPUSH', 'mixed', 'a', 1, 2.5, '', -7) return redis.call('LRANGE', 'mixed', 0, -1)",
+            &[],
+            &[]
+        ),
+        Frame::Array(vec![bulk("a"), bulk("1"), bulk("2.5"), bulk(""), bulk("-7")])
+    );
 }
 
 #[test]
