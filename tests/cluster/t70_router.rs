@@ -499,6 +499,22 @@ fn pub_sub_is_relayed_through_the_router() {
         .query(&mut publisher)
         .unwrap();
     assert!(matches!(resp3.read_frame(), resp::Frame::Push(_)));
+    // RESET ends the relay: the client is the router's again (RESP2, no
+    // subscriptions), keys of every shard are served without redirects, and
+    // what was pipelined behind RESET is answered in order.
+    resp3.send(b"*1\r\n$5\r\nRESET\r\n*3\r\n$3\r\nSET\r\n$4\r\nr{a}\r\n$1\r\n1\r\n");
+    resp3.expect(b"+RESET\r\n+OK\r\n");
+    for key in keys("after-reset", 30) {
+        resp3.roundtrip(&["SET", &key, "v"], "+OK\r\n");
+        resp3.roundtrip(&["GET", &key], "$1\r\nv\r\n");
+    }
+    let receivers: i64 = redis::cmd("PUBLISH")
+        .arg("x")
+        .arg("gone")
+        .query(&mut publisher)
+        .unwrap();
+    assert_eq!(receivers, 0);
+    resp3.roundtrip(&["PING"], "+PONG\r\n");
     // Without subscriptions, UNSUBSCRIBE answers as Redis does.
     let mut idle = router.raw();
     idle.roundtrip(

@@ -214,17 +214,33 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                     let rest: Vec<Vec<Bytes>> = std::iter::once(arguments)
                         .chain(requests.drain(next..))
                         .collect();
-                    relay::run(
+                    let ended = relay::run(
                         client.router.clone(),
                         stream,
                         client.protocol,
                         rest,
                         parser,
-                        input,
-                        output,
+                        std::mem::take(&mut input),
+                        std::mem::take(&mut output),
                     )
                     .await;
-                    return;
+                    let relay::Ended::Reset {
+                        client: back,
+                        parser: back_parser,
+                        input: back_input,
+                        after,
+                    } = ended
+                    else {
+                        return;
+                    };
+                    // The node answered the RESET; the connection is the
+                    // router's again, in its reset state, and what the client
+                    // sent after RESET is served here.
+                    (stream, parser, input) = (back, back_parser, back_input);
+                    client.reset().await;
+                    requests = after;
+                    next = 0;
+                    continue;
                 }
                 match name {
                     Some(name @ ("unsubscribe" | "punsubscribe" | "sunsubscribe")) if plain => {
@@ -620,12 +636,7 @@ impl Client {
                 Frame::OK
             }
             "reset" => {
-                self.multi = None;
-                self.readonly = false;
-                self.authenticated = self.router.requirepass.is_none();
-                self.unwatch().await;
-                self.protocol = Protocol::Resp2;
-                self.upstreams.set_protocol(Protocol::Resp2);
+                self.reset().await;
                 Frame::simple("RESET")
             }
             // `serve` relays or answers these before they get here; never
@@ -649,6 +660,17 @@ impl Client {
             _ => self.forward(spec, &arguments).await,
         };
         (reply, false)
+    }
+
+    /// RESET: no transaction, no WATCH, no READONLY, RESP2, and logged out
+    /// when the router asks for a password.
+    async fn reset(&mut self) {
+        self.multi = None;
+        self.readonly = false;
+        self.authenticated = self.router.requirepass.is_none();
+        self.unwatch().await;
+        self.protocol = Protocol::Resp2;
+        self.upstreams.set_protocol(Protocol::Resp2);
     }
 
     /// HELLO [protover [AUTH user pass] [SETNAME name]], answered by the router.
