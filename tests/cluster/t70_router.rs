@@ -1047,3 +1047,55 @@ fn router_authentication_follows_redis_order_of_checks() {
     raw.roundtrip(&["RESET"], "+RESET\r\n");
     raw.roundtrip(&["GET", "auth:k"], "-NOAUTH Authentication required.\r\n");
 }
+
+/// MONITOR through the router merges every node's stream: writes to keys of
+/// every shard show up; only QUIT and RESET are taken meanwhile, and RESET
+/// gives the connection back to the router.
+#[test]
+fn monitor_through_the_router_shows_every_shards_commands() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
+    let mut monitor = router.raw();
+    monitor.roundtrip(&["MONITOR"], "+OK\r\n");
+    let written = keys("watched", 30);
+    let mut writer = router.redis();
+    for key in &written {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg("v")
+            .query(&mut writer)
+            .unwrap();
+    }
+    let mut unseen: BTreeSet<String> = written.iter().cloned().collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !unseen.is_empty() {
+        assert!(Instant::now() < deadline, "never seen: {unseen:?}");
+        let line = monitor.read_lines(1).remove(0);
+        assert!(line.starts_with('+'), "a simple string: {line}");
+        unseen.retain(|key| !line.contains(&format!("\"SET\" \"{key}\" \"v\"")));
+    }
+    // Other lines (the router's own slot-map refreshes) may come first.
+    monitor.command(&[b"GET", b"watched:0"]);
+    let refusal = loop {
+        let line = monitor.read_lines(1).remove(0);
+        if !line.starts_with('+') {
+            break line;
+        }
+    };
+    assert_eq!(
+        refusal,
+        "-ERR only QUIT and RESET are accepted while MONITOR runs through the router"
+    );
+    monitor.command(&[b"RESET"]);
+    loop {
+        let line = monitor.read_lines(1).remove(0);
+        if line == "+RESET" {
+            break;
+        }
+        assert!(line.starts_with('+'), "unexpected {line}");
+    }
+    for key in &written {
+        monitor.roundtrip(&["GET", key], "$1\r\nv\r\n");
+    }
+}

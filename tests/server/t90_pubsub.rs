@@ -380,3 +380,43 @@ fn pipelined_publishes_arrive_in_order_around_keyspace_events() {
     }
     direct.expect(&expected_direct);
 }
+
+/// MONITOR: every command another client runs arrives as one line with the
+/// time, database and client address, arguments quoted as Redis quotes them
+/// and passwords redacted; RESET ends it.
+#[test]
+fn monitor_shows_commands_quoted_with_passwords_redacted() {
+    let server = Server::start(&[]);
+    let mut monitor = Raw::connect(server.port);
+    monitor.roundtrip(&["MONITOR"], "+OK\r\n");
+    let mut client = Raw::connect(server.port);
+    client.roundtrip(&["SELECT", "2"], "+OK\r\n");
+    client.roundtrip(&["SET", "k", "a \"b\"\n\u{1}"], "+OK\r\n");
+    client.roundtrip(
+        &["AUTH", "secret"],
+        "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n",
+    );
+    let lines = monitor.read_lines(3);
+    for line in &lines {
+        assert!(line.starts_with('+'), "a simple string: {line}");
+    }
+    let (stamp, rest) = lines[1][1..].split_once(' ').unwrap();
+    let (seconds, micros) = stamp.split_once('.').unwrap();
+    assert!(seconds.parse::<u64>().unwrap() > 1_600_000_000, "{stamp}");
+    assert_eq!(micros.len(), 6, "{stamp}");
+    assert!(lines[0].ends_with("\"SELECT\" \"2\""), "{}", lines[0]);
+    let address = rest.split(']').next().unwrap();
+    assert!(address.starts_with("[2 127.0.0.1:"), "{address}");
+    assert!(
+        rest.ends_with("] \"SET\" \"k\" \"a \\\"b\\\"\\n\\x01\""),
+        "{rest}"
+    );
+    assert!(
+        lines[2].ends_with("] \"AUTH\" \"(redacted)\""),
+        "{}",
+        lines[2]
+    );
+    monitor.roundtrip(&["RESET"], "+RESET\r\n");
+    client.roundtrip(&["PING"], "+PONG\r\n");
+    monitor.roundtrip(&["PING"], "+PONG\r\n");
+}

@@ -201,6 +201,24 @@ impl Raw {
         }
     }
 
+    /// Reads `count` lines (without their CRLF), a byte at a time so that
+    /// nothing after them is consumed.
+    pub fn read_lines(&mut self, count: usize) -> Vec<String> {
+        let mut lines = Vec::with_capacity(count);
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while lines.len() < count {
+            self.stream.read_exact(&mut byte).expect("read a line");
+            line.push(byte[0]);
+            if line.ends_with(b"\r\n") {
+                line.truncate(line.len() - 2);
+                lines.push(String::from_utf8_lossy(&line).into_owned());
+                line.clear();
+            }
+        }
+        lines
+    }
+
     /// True when the server closed the connection (reads end of stream).
     pub fn is_closed(&mut self) -> bool {
         let mut byte = [0u8; 1];

@@ -616,6 +616,7 @@ fn execute_request<'a>(
         }
     };
     session.note_command(spec.name);
+    session::feed_monitors(shared, session, spec, arguments);
     if !session.authenticated
         && !spec.has(flags::NO_AUTH)
         && shared.config().requirepass().is_some()

@@ -274,6 +274,10 @@ type Listeners = BTreeMap<Bytes, BTreeMap<u64, Arc<Subscriber>>>;
 /// The node's subscriptions.
 #[derive(Default)]
 pub struct PubSub {
+    /// Connections that sent MONITOR, and how many (checked per command
+    /// without a lock).
+    monitors: Mutex<BTreeMap<u64, Arc<Subscriber>>>,
+    monitor_count: std::sync::atomic::AtomicUsize,
     channels: Mutex<Listeners>,
     patterns: Mutex<Listeners>,
     shard_channels: Mutex<Listeners>,
@@ -360,8 +364,8 @@ pub enum Kind {
     ShardChannel,
 }
 
-fn lock(listeners: &Mutex<Listeners>) -> MutexGuard<'_, Listeners> {
-    listeners
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -493,7 +497,43 @@ impl PubSub {
     }
 
     /// Removes every subscription of a closing connection.
+    /// MONITOR: `subscriber` gets a line for every command from now on.
+    pub fn add_monitor(&self, subscriber: &Arc<Subscriber>) {
+        let mut monitors = lock(&self.monitors);
+        monitors.insert(subscriber.client.id, subscriber.clone());
+        self.monitor_count.store(monitors.len(), Ordering::Relaxed);
+    }
+
+    pub fn remove_monitor(&self, client: u64) {
+        let mut monitors = lock(&self.monitors);
+        monitors.remove(&client);
+        self.monitor_count.store(monitors.len(), Ordering::Relaxed);
+    }
+
+    /// Whether any connection is monitoring (a relaxed read: a command that
+    /// races a new MONITOR may be missed, as it may in Redis).
+    pub fn monitoring(&self) -> bool {
+        self.monitor_count.load(Ordering::Relaxed) > 0
+    }
+
+    /// Sends a MONITOR line (a whole simple-string reply, the same in both
+    /// protocols) to every monitor.
+    pub fn feed_monitors(&self, line: BytesMut) {
+        let monitors: Vec<Arc<Subscriber>> = lock(&self.monitors).values().cloned().collect();
+        let message = Message {
+            resp3: line.clone(),
+            resp2: line,
+        };
+        let limits = self.limits();
+        for monitor in monitors {
+            monitor.deliver(&message, limits);
+        }
+    }
+
     pub fn forget(&self, client: u64, subscriptions: &Subscriptions) {
+        if subscriptions.monitor {
+            self.remove_monitor(client);
+        }
         for (kind, names) in subscriptions.all() {
             for name in names {
                 self.unsubscribe(kind, name, client);
@@ -506,6 +546,8 @@ impl PubSub {
 #[derive(Default)]
 pub struct Subscriptions {
     pub subscriber: Option<Arc<Subscriber>>,
+    /// The connection sent MONITOR.
+    pub monitor: bool,
     pub channels: BTreeSet<Bytes>,
     pub patterns: BTreeSet<Bytes>,
     pub shard_channels: BTreeSet<Bytes>,
@@ -877,6 +919,65 @@ async fn forward_loop(
             }
         }
     }
+}
+
+/// A MONITOR line for a command a client sent: `+<seconds>.<micros> [<db>
+/// <address>] "arg" ...`, each argument quoted as Redis quotes it, passwords
+/// redacted.
+pub fn monitor_line(now_micros: u64, db: usize, peer: &str, arguments: &[Bytes]) -> BytesMut {
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(64);
+    let _ = write!(
+        text,
+        "+{}.{:06} [{} {}]",
+        now_micros / 1_000_000,
+        now_micros % 1_000_000,
+        db,
+        peer
+    );
+    let redact_from = if arguments[0].eq_ignore_ascii_case(b"auth") {
+        1
+    } else if arguments[0].eq_ignore_ascii_case(b"hello") {
+        arguments
+            .iter()
+            .position(|word| word.eq_ignore_ascii_case(b"auth"))
+            .map_or(usize::MAX, |auth| auth + 1)
+    } else {
+        usize::MAX
+    };
+    for (index, argument) in arguments.iter().enumerate() {
+        text.push(' ');
+        if index >= redact_from && index < redact_from + 2 {
+            text.push_str("\"(redacted)\"");
+        } else {
+            quote(&mut text, argument);
+        }
+    }
+    text.push_str("\r\n");
+    BytesMut::from(text.as_bytes())
+}
+
+/// Redis's `sdscatrepr`: in double quotes, with `\\`, `\"`, `\n`, `\r`, `\t`,
+/// `\a`, `\b` escaped and other unprintable bytes as `\xHH`.
+fn quote(out: &mut String, bytes: &[u8]) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for &byte in bytes {
+        match byte {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x07 => out.push_str("\\a"),
+            0x08 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(byte as char),
+            _ => {
+                let _ = write!(out, "\\x{byte:02x}");
+            }
+        }
+    }
+    out.push('"');
 }
 
 #[cfg(test)]

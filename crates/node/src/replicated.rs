@@ -144,6 +144,7 @@ async fn run(
                 }
             };
             session.note_command(spec.name);
+            session::feed_monitors(shared, session, spec, &arguments);
             if !session.authenticated
                 && !spec.has(flags::NO_AUTH)
                 && shared.config().requirepass().is_some()
@@ -291,6 +292,7 @@ async fn run(
                                         break;
                                     };
                                     session.note_command(next.name);
+                                    session::feed_monitors(shared, session, next, &arguments);
                                     let reply = read(&mut state, now_ms, session, next, &arguments);
                                     session.reply(output, &reply);
                                 }
@@ -332,6 +334,7 @@ async fn run(
                             break;
                         };
                         session.note_command(next.name);
+                        session::feed_monitors(shared, session, next, &arguments);
                         run.push((arguments, next));
                     }
                     let last = run

@@ -265,6 +265,20 @@ pub fn execute(
             session.client.details().name.clear();
             Frame::simple("RESET")
         }
+        "monitor" => {
+            let subscriber = session
+                .subscriptions
+                .subscriber
+                .get_or_insert_with(|| {
+                    crate::pubsub::Subscriber::new(session.client.clone(), session.protocol)
+                })
+                .clone();
+            if !session.subscriptions.monitor {
+                session.subscriptions.monitor = true;
+                shared.pubsub.add_monitor(&subscriber);
+            }
+            Frame::OK
+        }
         "readonly" | "readwrite" => {
             if shared.replica.is_none() && shared.cluster.is_none() {
                 Frame::error("ERR This instance has cluster support disabled")
@@ -331,6 +345,26 @@ pub fn execute(
 
 /// What a RESP2 connection in subscribed mode may not run, and PING's reply
 /// there; `None` when the command runs as usual.
+/// Shows a command to the connections in MONITOR (when there are any): not
+/// the cluster's own plumbing (SLOTRAFT ...), nor commands Redis keeps from
+/// monitors, except the script calls it shows.
+pub fn feed_monitors(shared: &Shared, session: &Session, spec: &CommandSpec, arguments: &[Bytes]) {
+    if !shared.pubsub.monitoring() || spec.name.starts_with("slotraft") {
+        return;
+    }
+    let script_call = spec.name.starts_with("eval") || spec.name.starts_with("fcall");
+    if spec.has(keyspace::command::flags::SKIP_MONITOR) && !script_call {
+        return;
+    }
+    let line = crate::pubsub::monitor_line(
+        clock::unix_micros(),
+        session.db,
+        &session.client.peer.to_string(),
+        arguments,
+    );
+    shared.pubsub.feed_monitors(line);
+}
+
 pub fn subscribed_refusal(
     session: &Session,
     spec: &CommandSpec,

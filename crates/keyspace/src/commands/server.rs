@@ -419,6 +419,12 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Closes the connection.",
     ),
     connection(
+        "monitor",
+        1,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Listens for all requests received by the server in real-time.",
+    ),
+    connection(
         "reset",
         1,
         NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,

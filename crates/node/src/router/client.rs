@@ -5,7 +5,7 @@
 
 use super::topology::redirect_address;
 use super::upstream::{Failure, Upstreams};
-use super::{pool, relay, whole, Router};
+use super::{monitor, pool, relay, whole, Router};
 use bytes::{Bytes, BytesMut};
 use keyspace::command::flags;
 use keyspace::CommandSpec;
@@ -209,21 +209,39 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                     );
                     continue;
                 }
-                if plain && name.is_some_and(relay::starts_relay) {
-                    // Pub/Sub: from here on the connection is relayed to a node.
-                    let rest: Vec<Vec<Bytes>> = std::iter::once(arguments)
-                        .chain(requests.drain(next..))
-                        .collect();
-                    let ended = relay::run(
-                        client.router.clone(),
-                        stream,
-                        client.protocol,
-                        rest,
-                        parser,
-                        std::mem::take(&mut input),
-                        std::mem::take(&mut output),
-                    )
-                    .await;
+                let relays = plain && name.is_some_and(relay::starts_relay);
+                if relays || (plain && name == Some("monitor")) {
+                    // Pub/Sub: from here on the connection is relayed to a
+                    // node; MONITOR: it carries every node's stream.
+                    let taken = (std::mem::take(&mut input), std::mem::take(&mut output));
+                    let router = client.router.clone();
+                    let ended = if relays {
+                        let rest: Vec<Vec<Bytes>> = std::iter::once(arguments)
+                            .chain(requests.drain(next..))
+                            .collect();
+                        relay::run(
+                            router,
+                            stream,
+                            client.protocol,
+                            rest,
+                            parser,
+                            taken.0,
+                            taken.1,
+                        )
+                        .await
+                    } else {
+                        let rest: Vec<Vec<Bytes>> = requests.drain(next..).collect();
+                        monitor::run(
+                            router,
+                            stream,
+                            client.protocol,
+                            rest,
+                            parser,
+                            taken.0,
+                            taken.1,
+                        )
+                        .await
+                    };
                     let relay::Ended::Reset {
                         client: back,
                         parser: back_parser,
@@ -237,6 +255,7 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                     // router's again, in its reset state, and what the client
                     // sent after RESET is served here.
                     (stream, parser, input) = (back, back_parser, back_input);
+                    output = BytesMut::with_capacity(16 * 1024);
                     client.reset().await;
                     requests = after;
                     next = 0;
@@ -643,7 +662,8 @@ impl Client {
             // forward one into a pooled node connection.
             "subscribe" | "psubscribe" | "ssubscribe" | "unsubscribe" | "punsubscribe"
             | "sunsubscribe" => Frame::error("ERR Pub/Sub is relayed only outside MULTI"),
-            "monitor" => Frame::error("ERR MONITOR through the router is not supported yet"),
+            // `serve` starts MONITOR outside MULTI before it gets here.
+            "monitor" => Frame::error("ERR MONITOR is not allowed here"),
             "mget" | "mset" | "del" | "unlink" | "exists" | "touch" => {
                 whole::split(self, spec, &arguments).await
             }

@@ -11,9 +11,11 @@
 //! timeout), `client` (one task per
 //! client: parsing, local commands, MULTI, routing with redirects), `whole`
 //! (split multi-key commands and whole-cluster commands), `relay` (Pub/Sub:
-//! a subscribing client's connection relayed to one node).
+//! a subscribing client's connection relayed to one node), `monitor`
+//! (MONITOR: every node's stream merged).
 
 mod client;
+mod monitor;
 mod pool;
 mod relay;
 mod topology;

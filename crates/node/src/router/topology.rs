@@ -80,6 +80,17 @@ impl SlotMap {
         self.masters.is_empty()
     }
 
+    /// Every distinct node address, masters first.
+    pub fn nodes(&self) -> Vec<String> {
+        let mut nodes = self.masters.clone();
+        for address in self.replica_sets.iter().flatten() {
+            if !nodes.contains(address) {
+                nodes.push(address.clone());
+            }
+        }
+        nodes
+    }
+
     /// Parses a CLUSTER SLOTS reply from `source` (an empty endpoint means
     /// `source`'s host, as in Redis).
     pub fn from_cluster_slots(reply: &Frame, source: &str) -> Option<SlotMap> {
