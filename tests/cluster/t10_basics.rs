@@ -308,3 +308,80 @@ fn transactions_run_as_one_log_entry_on_one_slot() {
         .unwrap();
     assert_eq!(unchanged, 42);
 }
+
+/// A node leading several shards answers DBSIZE, KEYS, SCAN and RANDOMKEY
+/// for all of them, as a Redis Cluster master answers for all its slots:
+/// summed over the masters (as cluster clients do), every key counts once.
+#[test]
+fn whole_node_reads_cover_every_shard_a_node_leads() {
+    let cluster = Cluster::start(3, &["--replicas", "3", "--shards", "6"], &[]);
+    let router = slotraft_tests::support::router::Router::start(
+        &cluster
+            .members
+            .iter()
+            .map(|member| format!("127.0.0.1:{}", member.port))
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    router.wait_serving();
+    let mut connection = router.redis();
+    let written: BTreeSet<String> = (0..300).map(|index| format!("whole:{index}")).collect();
+    let mut pipe = redis::pipe();
+    for key in &written {
+        pipe.cmd("SET").arg(key).arg(1).ignore();
+    }
+    let () = pipe.query(&mut connection).unwrap();
+    // The masters, as a cluster client finds them.
+    let slots: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(&mut cluster.client(0))
+        .unwrap();
+    let masters: BTreeSet<u16> = slots
+        .iter()
+        .map(|range| {
+            let master: Vec<redis::Value> = redis::from_redis_value(&range[2]).unwrap();
+            redis::from_redis_value::<u16>(&master[1]).unwrap()
+        })
+        .collect();
+    let (mut counted, mut listed, mut scanned) = (0u64, BTreeSet::new(), Vec::new());
+    for index in 0..cluster.members.len() {
+        if !masters.contains(&cluster.members[index].port) {
+            continue;
+        }
+        let mut node = cluster.client(index);
+        let size: u64 = redis::cmd("DBSIZE").query(&mut node).unwrap();
+        counted += size;
+        let keys: Vec<String> = redis::cmd("KEYS").arg("whole:*").query(&mut node).unwrap();
+        assert_eq!(keys.len() as u64, size, "node {index}");
+        listed.extend(keys);
+        let mut cursor = 0u64;
+        let mut steps = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(7)
+                .query(&mut node)
+                .unwrap();
+            scanned.extend(batch);
+            steps += 1;
+            assert!(steps < 1000, "SCAN on node {index} does not end");
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        if size > 0 {
+            let key: Option<String> = redis::cmd("RANDOMKEY").query(&mut node).unwrap();
+            assert!(
+                key.is_some_and(|key| written.contains(&key)),
+                "node {index}"
+            );
+        }
+    }
+    assert_eq!(counted, 300);
+    assert_eq!(listed, written);
+    let unique: BTreeSet<String> = scanned.iter().cloned().collect();
+    assert_eq!(unique.len(), scanned.len(), "SCAN returned a key twice");
+    assert_eq!(unique, written);
+}

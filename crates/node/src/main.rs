@@ -358,7 +358,7 @@ fn run_node(config: Config) -> anyhow::Result<()> {
             let shared = server::Shared::clustered(config, random_seed(), node);
             let mut shutdown = shared.shutdown_requested();
             tokio::spawn(async move {
-                let _ = shutdown.changed().await;
+                let _ = shutdown.wait_for(|stop| *stop).await;
                 let _ = stop.send(true);
             });
             shared
@@ -384,7 +384,7 @@ fn run_node(config: Config) -> anyhow::Result<()> {
             let shared = server::Shared::replicated(config, random_seed(), replica);
             let mut shutdown = shared.shutdown_requested();
             tokio::spawn(async move {
-                let _ = shutdown.changed().await;
+                let _ = shutdown.wait_for(|stop| *stop).await;
                 let _ = stop.send(true);
             });
             shared

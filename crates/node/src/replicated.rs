@@ -237,6 +237,17 @@ async fn run(
                     session.reply(output, &Frame::error(session::CLUSTER_DISABLED));
                 }
                 Handler::Keyspace(_)
+                    if reads_every_led_shard(spec)
+                        && !session.readonly
+                        && leads_any_shard(route) =>
+                {
+                    let Route::Cluster(node) = route else {
+                        continue;
+                    };
+                    let reply = read_every_led_shard(node, session, spec, &arguments).await;
+                    session.reply(output, &reply);
+                }
+                Handler::Keyspace(_)
                     if applies_to_every_led_shard(spec) && leads_any_shard(route) =>
                 {
                     let Route::Cluster(node) = route else {
@@ -447,6 +458,130 @@ fn applies_to_every_led_shard(spec: &CommandSpec) -> bool {
             | "function|flush"
             | "function|restore"
     )
+}
+
+/// Whole-node reads: on a node they cover the keys of every shard it leads,
+/// as a Redis Cluster master's cover all its slots (cluster clients send
+/// DBSIZE and SCAN to every master and add up the answers).
+fn reads_every_led_shard(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "dbsize" | "keys" | "scan" | "randomkey")
+}
+
+/// Bits of a node's SCAN cursor that name the shard being scanned; the
+/// shard's own cursor is above them.
+const SCAN_SHARD_BITS: u32 = 16;
+
+/// DBSIZE (summed), KEYS (concatenated), RANDOMKEY (a shard with keys, tried
+/// in a random order) and SCAN (one shard at a time, in shard order, the
+/// cursor carrying the shard) over the shards this node leads, each read
+/// after that shard's own read check.
+async fn read_every_led_shard(
+    node: &ClusterNode,
+    session: &Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+) -> Frame {
+    let mut led: Vec<Arc<Replica>> = node
+        .local_shards()
+        .into_iter()
+        .filter(|replica| replica.group.raft.is_leader())
+        .collect();
+    led.sort_by_key(|replica| replica.group.id);
+    let run = |replica: &Replica, arguments: &[Bytes]| {
+        let mut state = lock_off_worker(&replica.group.state);
+        let now_ms = clock::unix_ms().max(state.log_time_ms);
+        read(&mut state, now_ms, session, spec, arguments)
+    };
+    let checked = |replica: Arc<Replica>| async move {
+        match check_read(&replica, session).await {
+            Ok(()) => Ok(replica),
+            Err(refusal) => Err(refusal
+                .reply(spec, arguments)
+                .unwrap_or_else(|| Frame::error(CLUSTER_DOWN))),
+        }
+    };
+    match spec.name {
+        "scan" => {
+            let Some(cursor) = std::str::from_utf8(&arguments[1])
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+            else {
+                return Frame::error("ERR invalid cursor");
+            };
+            let shard = cursor & ((1 << SCAN_SHARD_BITS) - 1);
+            let mut inner = cursor >> SCAN_SHARD_BITS;
+            // The named shard, or (when this node no longer leads it) the
+            // next one it leads, from its start.
+            let Some(position) = led.iter().position(|replica| replica.group.id >= shard) else {
+                return Frame::Array(vec![Frame::bulk("0"), Frame::Array(Vec::new())]);
+            };
+            if led[position].group.id != shard {
+                inner = 0;
+            }
+            let replica = match checked(led[position].clone()).await {
+                Ok(replica) => replica,
+                Err(reply) => return reply,
+            };
+            let mut step = arguments.to_vec();
+            step[1] = Bytes::from(inner.to_string());
+            let reply = run(&replica, &step);
+            let Frame::Array(mut parts) = reply else {
+                return reply;
+            };
+            let next_inner = match parts.first().and_then(Frame::as_bytes) {
+                Some(text) => std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|text| text.parse::<u64>().ok())
+                    .unwrap_or(0),
+                None => return Frame::Array(parts),
+            };
+            let next = if next_inner != 0 && next_inner >> (64 - SCAN_SHARD_BITS) == 0 {
+                (next_inner << SCAN_SHARD_BITS) | replica.group.id
+            } else {
+                // This shard is done: the next led shard from its start.
+                led.get(position + 1).map_or(0, |next| next.group.id)
+            };
+            parts[0] = Frame::Bulk(Bytes::from(next.to_string()));
+            Frame::Array(parts)
+        }
+        "randomkey" => {
+            if led.is_empty() {
+                return Frame::Null;
+            }
+            let start = clock::unix_micros() as usize % led.len();
+            for offset in 0..led.len() {
+                let replica = match checked(led[(start + offset) % led.len()].clone()).await {
+                    Ok(replica) => replica,
+                    Err(reply) => return reply,
+                };
+                let reply = run(&replica, arguments);
+                if !matches!(reply, Frame::Null) {
+                    return reply;
+                }
+            }
+            Frame::Null
+        }
+        _ => {
+            let mut total = 0i64;
+            let mut keys = Vec::new();
+            for replica in led {
+                let replica = match checked(replica).await {
+                    Ok(replica) => replica,
+                    Err(reply) => return reply,
+                };
+                match run(&replica, arguments) {
+                    Frame::Integer(count) => total += count,
+                    Frame::Array(found) => keys.extend(found),
+                    other => return other,
+                }
+            }
+            if spec.name == "dbsize" {
+                Frame::Integer(total)
+            } else {
+                Frame::Array(keys)
+            }
+        }
+    }
 }
 
 fn leads_any_shard(route: Route<'_>) -> bool {

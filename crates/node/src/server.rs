@@ -241,7 +241,9 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<
                 shared.clients.register(client.clone());
                 tokio::spawn(connection::serve(shared.clone(), stream, client));
             }
-            _ = shutdown.changed() => break,
+            // `wait_for` sees a shutdown requested before this loop subscribed
+            // (a SIGTERM right after the ready line).
+            _ = shutdown.wait_for(|stop| *stop) => break,
         }
     }
     expiry.abort();
