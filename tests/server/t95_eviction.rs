@@ -306,6 +306,44 @@ fn transactions_and_scripts_meet_oom_as_in_redis() {
         .query(&mut connection)
         .unwrap();
     assert_eq!(read_only, 2);
+    // Queued while there was room: at EXEC, a shebang script (or its SHA)
+    // that may write and does not allow OOM counts as a write that may grow
+    // memory; one that allows OOM does not.
+    let limit = |bytes: u64, connection: &mut redis::Connection| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(bytes)
+            .query(connection)
+            .unwrap();
+    };
+    let writer = "#!lua\nreturn redis.call('SET', KEYS[1], 'x')";
+    let allowing = "#!lua flags=allow-oom\nreturn redis.call('SET', KEYS[1], 'y')";
+    limit(0, &mut connection);
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(writer)
+        .query(&mut connection)
+        .unwrap();
+    for queued in [
+        vec!["EVAL", writer, "1", "tx:a"],
+        vec!["EVALSHA", &sha, "1", "tx:a"],
+    ] {
+        limit(0, &mut connection);
+        raw.roundtrip(&["MULTI"], "+OK\r\n");
+        raw.roundtrip(&queued, "+QUEUED\r\n");
+        limit(1, &mut connection);
+        raw.roundtrip(
+            &["EXEC"],
+            &format!("-EXECABORT Transaction discarded because of: {oom}\r\n"),
+        );
+    }
+    limit(0, &mut connection);
+    raw.roundtrip(&["MULTI"], "+OK\r\n");
+    raw.roundtrip(&["EVAL", allowing, "1", "tx:b"], "+QUEUED\r\n");
+    limit(1, &mut connection);
+    raw.roundtrip(&["EXEC"], "*1\r\n+OK\r\n");
+    raw.roundtrip(&["EXISTS", "tx:a", "tx:b"], ":1\r\n");
 }
 
 /// `used_memory` follows the real heap: while a few hundred thousand values

@@ -58,6 +58,14 @@ pub trait ScriptEngine: Send {
     fn may_run_long(&mut self, _keyspace: &Keyspace, _arguments: &[Bytes]) -> bool {
         true
     }
+
+    /// Whether EVAL, EVALSHA or FCALL `arguments` is refused when memory is
+    /// over the limit before it runs (Redis's `denyoom` for scripts whose
+    /// declared flags allow writes and not `allow-oom`); a transaction
+    /// holding one aborts at EXEC.
+    fn denies_oom(&mut self, _keyspace: &Keyspace, _arguments: &[Bytes]) -> bool {
+        false
+    }
 }
 
 /// Builds the engine of one keyspace.
@@ -236,6 +244,12 @@ impl Keyspace {
         let result = work(engine.as_mut(), self);
         *self.engine.slot() = Some(engine);
         Some(result)
+    }
+
+    /// See [`ScriptEngine::denies_oom`]; false when there is no engine.
+    pub fn script_denies_oom(&mut self, arguments: &[Bytes]) -> bool {
+        self.with_engine(|engine, keyspace| engine.denies_oom(keyspace, arguments))
+            .unwrap_or(false)
     }
 
     /// See [`ScriptEngine::may_run_long`]; true when no engine can tell.

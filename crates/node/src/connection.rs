@@ -508,10 +508,11 @@ fn exec<'a>(
     // As Redis: memory is checked before EXEC runs at all, then WATCH.
     let out_of_memory = crate::evict::out_of_memory(store_guard);
     if out_of_memory
-        && transaction
-            .queued
-            .iter()
-            .any(|(_, spec)| spec.has(flags::DENYOOM))
+        && transaction.queued.iter().any(|(arguments, spec)| {
+            spec.has(flags::DENYOOM)
+                || (session::is_script_call(spec)
+                    && store_guard.keyspace.script_denies_oom(arguments))
+        })
     {
         return Frame::error_owned(session::execabort_because(keyspace::evict::OOM));
     }

@@ -696,9 +696,13 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         }
         let out_of_memory = crate::evict::out_of_memory_replicated(shared, &replica).await;
         if out_of_memory
-            && keyspace_commands
-                .iter()
-                .any(|(_, spec)| spec.has(flags::DENYOOM))
+            && keyspace_commands.iter().any(|(arguments, spec)| {
+                spec.has(flags::DENYOOM)
+                    || (session::is_script_call(spec)
+                        && lock_off_worker(&replica.group.state)
+                            .keyspace
+                            .script_denies_oom(arguments))
+            })
         {
             return Frame::error_owned(session::execabort_because(keyspace::evict::OOM));
         }

@@ -345,6 +345,11 @@ pub fn execute(
 
 /// What a RESP2 connection in subscribed mode may not run, and PING's reply
 /// there; `None` when the command runs as usual.
+/// EVAL, EVALSHA, FCALL and their read-only forms.
+pub fn is_script_call(spec: &CommandSpec) -> bool {
+    spec.name.starts_with("eval") || spec.name.starts_with("fcall")
+}
+
 /// Shows a command to the connections in MONITOR (when there are any): not
 /// the cluster's own plumbing (SLOTRAFT ...), nor commands Redis keeps from
 /// monitors, except the script calls it shows.
@@ -352,8 +357,7 @@ pub fn feed_monitors(shared: &Shared, session: &Session, spec: &CommandSpec, arg
     if !shared.pubsub.monitoring() || spec.name.starts_with("slotraft") {
         return;
     }
-    let script_call = spec.name.starts_with("eval") || spec.name.starts_with("fcall");
-    if spec.has(keyspace::command::flags::SKIP_MONITOR) && !script_call {
+    if spec.has(keyspace::command::flags::SKIP_MONITOR) && !is_script_call(spec) {
         return;
     }
     let line = crate::pubsub::monitor_line(

@@ -85,6 +85,17 @@ impl Registry {
         self.synced = Some(keyspace.scripts.libraries_version);
     }
 
+    /// The flags of function `name` as the stored libraries declare them.
+    pub(crate) fn flags_of(
+        &mut self,
+        sandbox: &Sandbox,
+        keyspace: &Keyspace,
+        name: &[u8],
+    ) -> Option<ScriptFlags> {
+        self.sync(sandbox, keyspace);
+        self.find(name).map(|function| function.flags)
+    }
+
     fn find(&self, name: &[u8]) -> Option<&LoadedFunction> {
         self.libraries
             .values()

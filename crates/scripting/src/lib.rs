@@ -91,6 +91,28 @@ impl ScriptEngine for Engine {
         }
     }
 
+    fn denies_oom(&mut self, keyspace: &Keyspace, arguments: &[Bytes]) -> bool {
+        let name = arguments[0].to_ascii_lowercase();
+        let flags = match &name[..] {
+            b"eval" => eval::parse_shebang(&arguments[1])
+                .ok()
+                .map(|(flags, _)| flags),
+            b"evalsha" => keyspace
+                .scripts
+                .scripts
+                .get(&arguments[1].to_ascii_lowercase()[..])
+                .and_then(|body| eval::parse_shebang(body).ok())
+                .map(|(flags, _)| flags),
+            b"fcall" => match &self.sandbox {
+                Ok(sandbox) => self.functions.flags_of(sandbox, keyspace, &arguments[1]),
+                Err(_) => None,
+            },
+            // The _RO forms never write.
+            _ => None,
+        };
+        flags.is_some_and(|flags| flags.declared && !flags.no_writes && !flags.allow_oom)
+    }
+
     fn execute(
         &mut self,
         keyspace: &mut Keyspace,
