@@ -135,4 +135,58 @@ fn scripts_and_transactions_meet_the_leaders_oom_on_every_replica() {
             .unwrap();
         assert_eq!(exists, (0, 1), "replica {index}");
     }
+    // Queued while there was room, run once there is none: a shebang script
+    // that may write aborts the EXEC; one that allows OOM runs.
+    let mut admin = group.client(leader);
+    let limit = |bytes: u64, admin: &mut redis::Connection| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(bytes)
+            .query(admin)
+            .unwrap();
+    };
+    for (script, key, aborted) in [
+        (
+            "#!lua\nreturn redis.call('SET', KEYS[1], 'x')",
+            "denied",
+            true,
+        ),
+        (
+            "#!lua flags=allow-oom\nreturn redis.call('SET', KEYS[1], 'y')",
+            "allowed",
+            false,
+        ),
+    ] {
+        limit(0, &mut admin);
+        let () = redis::cmd("MULTI").query(&mut connection).unwrap();
+        let queued: String = redis::cmd("EVAL")
+            .arg(script)
+            .arg(1)
+            .arg(key)
+            .query(&mut connection)
+            .unwrap();
+        assert_eq!(queued, "QUEUED");
+        limit(1, &mut admin);
+        let outcome = redis::cmd("EXEC").query::<Vec<String>>(&mut connection);
+        if aborted {
+            let error = outcome.unwrap_err();
+            assert_eq!(error.code(), Some("EXECABORT"), "{error:?}");
+        } else {
+            assert_eq!(outcome.unwrap(), vec!["OK".to_string()]);
+        }
+    }
+    assert_replicas_agree(&group, leader);
+    for index in 0..3 {
+        let mut replica = group.client(index);
+        let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
+        let exists: (i64, i64) = redis::pipe()
+            .cmd("EXISTS")
+            .arg("denied")
+            .cmd("EXISTS")
+            .arg("allowed")
+            .query(&mut replica)
+            .unwrap();
+        assert_eq!(exists, (0, 1), "replica {index}");
+    }
 }
