@@ -5,9 +5,9 @@
 //! working while its shard's leader is killed and while its slots move.
 
 use crate::t70_router::{leader_of, seeds, tag_for_slot};
+use slotraft_tests::support::assert_cli_output_matches_redis;
 use slotraft_tests::support::cluster::Cluster;
 use slotraft_tests::support::router::Router;
-use slotraft_tests::support::{redis_cli, RedisServer};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -108,22 +108,7 @@ fn redis_cli_runs_the_scenarios_through_the_router_as_on_redis() {
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
     let router = Router::start(&seeds(&cluster), &[]);
     router.wait_serving();
-    let redis = RedisServer::start();
-    let script = scenario();
-    let expected = redis_cli(redis.port, &script);
-    let actual = redis_cli(router.port, &script);
-    let commands: Vec<&str> = script.lines().collect();
-    assert!(
-        expected.lines().count() > commands.len(),
-        "redis output too short: {expected}"
-    );
-    for (line, (theirs, ours)) in expected.lines().zip(actual.lines()).enumerate() {
-        assert_eq!(
-            ours, theirs,
-            "output line {line} differs\nredis:\n{expected}\nrouter:\n{actual}"
-        );
-    }
-    assert_eq!(actual.lines().count(), expected.lines().count(), "{actual}");
+    assert_cli_output_matches_redis(router.port, &scenario());
 }
 
 /// A redis-cli process fed one command at a time, as a person or a shell

@@ -27,6 +27,22 @@ fn assert_replicas_agree(group: &Group, leader: usize) {
     );
 }
 
+/// On every replica (read with READONLY): `absent` is not there, `present` is.
+fn assert_absent_and_present(group: &Group, absent: &str, present: &str) {
+    for index in 0..3 {
+        let mut replica = group.client(index);
+        let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
+        let exists: (i64, i64) = redis::pipe()
+            .cmd("EXISTS")
+            .arg(absent)
+            .cmd("EXISTS")
+            .arg(present)
+            .query(&mut replica)
+            .unwrap();
+        assert_eq!(exists, (0, 1), "replica {index}");
+    }
+}
+
 #[test]
 fn evictions_go_through_the_log() {
     let group = Group::start(3, &[]);
@@ -123,18 +139,7 @@ fn scripts_and_transactions_meet_the_leaders_oom_on_every_replica() {
         .unwrap_err();
     assert_eq!(error.code(), Some("EXECABORT"), "{error:?}");
     assert_replicas_agree(&group, leader);
-    for index in 0..3 {
-        let mut replica = group.client(index);
-        let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
-        let exists: (i64, i64) = redis::pipe()
-            .cmd("EXISTS")
-            .arg("scripted")
-            .cmd("EXISTS")
-            .arg("written")
-            .query(&mut replica)
-            .unwrap();
-        assert_eq!(exists, (0, 1), "replica {index}");
-    }
+    assert_absent_and_present(&group, "scripted", "written");
     // Queued while there was room, run once there is none: a shebang script
     // that may write aborts the EXEC; one that allows OOM runs.
     let mut admin = group.client(leader);
@@ -177,16 +182,5 @@ fn scripts_and_transactions_meet_the_leaders_oom_on_every_replica() {
         }
     }
     assert_replicas_agree(&group, leader);
-    for index in 0..3 {
-        let mut replica = group.client(index);
-        let _: () = redis::cmd("READONLY").query(&mut replica).unwrap();
-        let exists: (i64, i64) = redis::pipe()
-            .cmd("EXISTS")
-            .arg("denied")
-            .cmd("EXISTS")
-            .arg("allowed")
-            .query(&mut replica)
-            .unwrap();
-        assert_eq!(exists, (0, 1), "replica {index}");
-    }
+    assert_absent_and_present(&group, "denied", "allowed");
 }

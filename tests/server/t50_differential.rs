@@ -3,7 +3,7 @@
 //! Commands whose output depends on hash-table layout (KEYS, SCAN, RANDOMKEY) or on
 //! the server build (COMMAND COUNT, DOCS) stay out of the script.
 
-use slotraft_tests::support::{redis_cli, RedisServer, Server};
+use slotraft_tests::support::{assert_cli_output_matches_redis, Server};
 
 const SCRIPT: &str = "\
 SET a 10
@@ -105,20 +105,6 @@ DBSIZE
 
 #[test]
 fn replies_match_real_redis() {
-    let redis = RedisServer::start();
     let slotraft = Server::start(&[]);
-    let expected = redis_cli(redis.port, SCRIPT);
-    let actual = redis_cli(slotraft.port, SCRIPT);
-    let commands: Vec<&str> = SCRIPT.lines().collect();
-    assert!(
-        expected.lines().count() > commands.len(),
-        "redis output too short: {expected}"
-    );
-    for (line, (theirs, ours)) in expected.lines().zip(actual.lines()).enumerate() {
-        assert_eq!(
-            ours, theirs,
-            "output line {line} differs (script around it: {commands:?})"
-        );
-    }
-    assert_eq!(actual.lines().count(), expected.lines().count());
+    assert_cli_output_matches_redis(slotraft.port, SCRIPT);
 }

@@ -258,6 +258,25 @@ pub fn redis_cli(port: u16, script: &str) -> String {
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
 
+/// Runs the redis-cli `script` against a real redis-server and against
+/// `port`, and asserts both printed the same lines.
+pub fn assert_cli_output_matches_redis(port: u16, script: &str) {
+    let redis = RedisServer::start();
+    let expected = redis_cli(redis.port, script);
+    let actual = redis_cli(port, script);
+    assert!(
+        expected.lines().count() > script.lines().count(),
+        "redis output too short: {expected}"
+    );
+    for (line, (theirs, ours)) in expected.lines().zip(actual.lines()).enumerate() {
+        assert_eq!(
+            ours, theirs,
+            "output line {line} differs\nredis:\n{expected}\nours:\n{actual}"
+        );
+    }
+    assert_eq!(actual.lines().count(), expected.lines().count(), "{actual}");
+}
+
 /// A real redis-server on a free loopback port (no persistence), stopped on drop;
 /// installed by `cargo xtask ci`.
 pub struct RedisServer {

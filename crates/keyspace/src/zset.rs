@@ -654,23 +654,24 @@ fn remove_from(mut node: Box<Node>, rank: usize) -> (Link, Option<Entry>) {
             node.right = right;
             (Some(rebalance(node)), removed)
         }
-        Ordering::Equal => match (node.left.take(), node.right.take()) {
-            (None, right) => (right, Some(node.entry)),
-            (left, None) => (left, Some(node.entry)),
-            (Some(left), Some(right)) => {
-                // The successor (the right subtree's first entry) takes its place.
-                let (right, successor) = remove_from(right, 0);
-                let Some(successor) = successor else {
-                    node.left = Some(left);
-                    node.right = right;
-                    return (Some(rebalance(node)), None);
-                };
-                let removed = std::mem::replace(&mut node.entry, successor);
-                node.left = Some(left);
-                node.right = right;
-                (Some(rebalance(node)), Some(removed))
-            }
-        },
+        Ordering::Equal => remove_top(node),
+    }
+}
+
+/// Removes the entry at the top of `node`'s subtree: the new subtree and the
+/// entry.
+fn remove_top(mut node: Box<Node>) -> (Link, Option<Entry>) {
+    match (node.left.take(), node.right.take()) {
+        (None, right) => (right, Some(node.entry)),
+        (left, None) => (left, Some(node.entry)),
+        (Some(left), Some(right)) => {
+            // The successor (the right subtree's first entry) takes its place.
+            let (right, successor) = remove_from(right, 0);
+            node.left = Some(left);
+            node.right = right;
+            let removed = successor.map(|successor| std::mem::replace(&mut node.entry, successor));
+            (Some(rebalance(node)), removed)
+        }
     }
 }
 
@@ -697,21 +698,9 @@ fn remove_key_from(mut node: Box<Node>, score: f64, member: &[u8]) -> (Link, Opt
         }
         Ordering::Equal => {
             let before = node.height;
-            return match (node.left.take(), node.right.take()) {
-                (None, right) => (right, Some(node.entry), true),
-                (left, None) => (left, Some(node.entry), true),
-                (Some(left), Some(right)) => {
-                    // The successor (the right subtree's first entry) takes its place.
-                    let (right, successor) = remove_from(right, 0);
-                    node.left = Some(left);
-                    node.right = right;
-                    let removed =
-                        successor.map(|successor| std::mem::replace(&mut node.entry, successor));
-                    let node = rebalance(node);
-                    let shorter = node.height != before;
-                    (Some(node), removed, shorter)
-                }
-            };
+            let (link, removed) = remove_top(node);
+            let shorter = height(&link) != before;
+            return (link, removed, shorter);
         }
     };
     if removed.is_none() {

@@ -182,7 +182,7 @@ impl Subscriber {
 /// afterwards (a write's keyspace event, a script's PUBLISH) overtakes them.
 #[derive(Default)]
 pub struct Deliveries {
-    messages: Vec<Arc<Message>>,
+    messages: Vec<Message>,
     /// (subscriber, index into `messages`), in publishing order.
     pending: Vec<(Arc<Subscriber>, usize)>,
     limits: Option<OutputLimits>,
@@ -205,11 +205,11 @@ impl Deliveries {
         while let Some((first, _)) = rest.first() {
             let run = rest
                 .iter()
-                .take_while(|(subscriber, _)| Arc::ptr_eq(subscriber, first))
+                .take_while(|(subscriber, _)| subscriber.client.id == first.client.id)
                 .count();
             let messages = &self.messages;
             first.deliver_all(
-                rest[..run].iter().map(|(_, index)| &*messages[*index]),
+                rest[..run].iter().map(|(_, index)| &messages[*index]),
                 limits,
             );
             rest = &rest[run..];
@@ -242,7 +242,7 @@ impl Sink<'_> {
             Sink::Held(deliveries, limits) => {
                 deliveries.limits = Some(*limits);
                 let index = deliveries.messages.len();
-                deliveries.messages.push(Arc::new(message));
+                deliveries.messages.push(message);
                 deliveries.pending.extend(
                     subscribers
                         .into_iter()

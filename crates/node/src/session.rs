@@ -187,7 +187,7 @@ impl Session {
 
     /// Records the last command name for CLIENT LIST.
     pub fn note_command(&mut self, name: &'static str) {
-        if name != "publish" && !self.deliveries.is_empty() {
+        if !self.deliveries.is_empty() && name != "publish" {
             self.deliveries.flush();
         }
         if self.last_command != name {

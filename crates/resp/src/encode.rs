@@ -116,26 +116,13 @@ fn bulk(out: &mut BytesMut, marker: u8, data: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-/// Formats `value` into the tail of `buffer` and returns the digits.
-pub(crate) fn format_u64(mut value: u64, buffer: &mut [u8; 20]) -> &[u8] {
-    let mut position = buffer.len();
-    loop {
-        position -= 1;
-        buffer[position] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    &buffer[position..]
-}
-
 fn itoa_buffer() -> [u8; 20] {
     [0; 20]
 }
 
-/// Formats `value` into the tail of `buffer` and returns the digits.
-fn format_i64(value: i64, buffer: &mut [u8; 20]) -> &[u8] {
+/// Formats `value` into the tail of `buffer` and returns its decimal digits
+/// (no allocation).
+pub fn format_i64(value: i64, buffer: &mut [u8; 20]) -> &[u8] {
     let negative = value < 0;
     let mut magnitude = value.unsigned_abs();
     let mut position = buffer.len();

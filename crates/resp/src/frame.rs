@@ -57,7 +57,7 @@ impl BulkArray {
 
     pub fn push(&mut self, element: &[u8]) {
         let mut digits = [0u8; 20];
-        let length = crate::encode::format_u64(element.len() as u64, &mut digits);
+        let length = crate::encode::format_i64(element.len() as i64, &mut digits);
         self.wire.reserve(element.len() + length.len() + 5);
         self.wire.push(b'$');
         self.wire.extend_from_slice(length);

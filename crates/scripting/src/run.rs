@@ -365,31 +365,12 @@ fn push_word(buffer: &mut BytesMut, word: Word<'_>) {
                 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&number)
                 && ((number as i64) as f64).to_bits() == number.to_bits();
             if integral {
-                push_integer(buffer, number as i64);
+                buffer.extend_from_slice(resp::format_i64(number as i64, &mut [0; 20]));
             } else {
                 buffer.extend_from_slice(number_argument(number).as_bytes());
             }
         }
     }
-}
-
-/// Decimal digits of `value`, without a heap allocation.
-fn push_integer(buffer: &mut BytesMut, value: i64) {
-    let mut digits = [0u8; 20];
-    let mut position = digits.len();
-    let mut magnitude = value.unsigned_abs();
-    loop {
-        position -= 1;
-        digits[position] = b'0' + (magnitude % 10) as u8;
-        magnitude /= 10;
-        if magnitude == 0 {
-            break;
-        }
-    }
-    if value < 0 {
-        buffer.extend_from_slice(b"-");
-    }
-    buffer.extend_from_slice(&digits[position..]);
 }
 
 fn split_words(buffer: BytesMut, ends: &[usize]) -> Vec<Bytes> {
@@ -411,7 +392,9 @@ impl mlua::FromLuaMulti for CallArguments {
         for value in &values {
             match value {
                 Value::String(text) => push_word(&mut buffer, Word::Text(&text.as_bytes())),
-                Value::Integer(number) => push_integer(&mut buffer, *number),
+                Value::Integer(number) => {
+                    buffer.extend_from_slice(resp::format_i64(*number, &mut [0; 20]));
+                }
                 Value::Number(number) => push_word(&mut buffer, Word::Number(*number)),
                 _ => return Ok(CallArguments(Err(BAD_ARGUMENT))),
             }
