@@ -482,6 +482,9 @@ struct Disk {
     positions_base: u64,
     /// The segment being appended to, open.
     current: Option<(u64, Box<dyn AppendFile>)>,
+    /// Records for `current` not yet handed to the file: a batch's records go
+    /// out in one write.
+    pending: Vec<u8>,
     fsyncs: Arc<AtomicU64>,
 }
 
@@ -507,6 +510,7 @@ impl Disk {
             positions: VecDeque::new(),
             positions_base: 0,
             current: None,
+            pending: Vec::new(),
             fsyncs: Arc::new(AtomicU64::new(0)),
         };
         let mut entries: VecDeque<Entry> = VecDeque::new();
@@ -622,7 +626,23 @@ impl Disk {
                 }
             }
         }
+        if let Err(error) = self.flush_pending() {
+            failure.get_or_insert(error);
+        }
         (flushed, failure)
+    }
+
+    /// Writes the buffered records to the open segment.
+    fn flush_pending(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let result = match &mut self.current {
+            Some((_, file)) => file.append(&self.pending),
+            None => unreachable_segment(),
+        };
+        self.pending.clear();
+        result
     }
 
     /// One fsync for a batch's appends, then their callbacks.
@@ -647,6 +667,7 @@ impl Disk {
     }
 
     fn sync_current(&mut self) -> io::Result<()> {
+        self.flush_pending()?;
         if !self.fsync {
             return Ok(());
         }
@@ -658,7 +679,6 @@ impl Disk {
     }
 
     fn append(&mut self, records: &[(u64, Vec<u8>)]) -> io::Result<()> {
-        let mut buffer = Vec::new();
         for (index, payload) in records {
             let segment = self.segment_for(*index)?;
             if segment
@@ -675,14 +695,13 @@ impl Disk {
             }
             let length = self.segments.get(&segment).copied().unwrap_or(0);
             self.positions.push_back((segment, length));
-            buffer.clear();
-            buffer.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-            buffer.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-            buffer.extend_from_slice(payload);
-            if let Some((_, file)) = &mut self.current {
-                file.append(&buffer)?;
-            }
-            *self.segments.entry(segment).or_insert(0) += buffer.len() as u64;
+            self.pending
+                .extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            self.pending
+                .extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+            self.pending.extend_from_slice(payload);
+            let record = (RECORD_HEADER_BYTES + payload.len()) as u64;
+            *self.segments.entry(segment).or_insert(0) += record;
         }
         Ok(())
     }
@@ -698,6 +717,7 @@ impl Disk {
         match last {
             Some((first, length)) if length < self.segment_bytes => {
                 if self.current.as_ref().map(|(open, _)| *open) != Some(first) {
+                    self.flush_pending()?;
                     let file = self.fs.open_append(&self.dir.join(segment_name(first)))?;
                     self.current = Some((first, file));
                 }
@@ -720,6 +740,7 @@ impl Disk {
         if self.positions.is_empty() || index >= last {
             return Ok(());
         }
+        self.flush_pending()?;
         self.current = None;
         let (segment, offset) = if index <= self.positions_base {
             self.positions.front().copied().unwrap_or((0, 0))
@@ -759,6 +780,7 @@ impl Disk {
     /// Forgets entries up to and including `index` and removes the segments
     /// that hold nothing after it.
     fn discard_through(&mut self, index: u64) -> io::Result<()> {
+        self.flush_pending()?;
         while self.positions_base <= index && !self.positions.is_empty() {
             self.positions.pop_front();
             self.positions_base += 1;
