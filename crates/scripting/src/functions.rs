@@ -228,7 +228,7 @@ fn load_library(sandbox: &Sandbox, code: &[u8], instruction_limit: u64) -> Resul
         let (ok, value): (bool, Value) = sandbox.runner.call(chunk)?;
         Ok((ok, value))
     });
-    lua.remove_hook();
+    sandbox::disarm_hook(&sandbox.control);
     let _ = sandbox.hidden.raw_set("register_function", Value::Nil);
     sandbox
         .control

@@ -62,20 +62,6 @@ pub fn run(
     let was_in_script = std::mem::replace(&mut context.in_script, true);
     let slot = keys.first().map(|key| cluster::key_slot(key));
     let result = (|| -> mlua::Result<Frame> {
-        let keys_table = lua.create_sequence_from(
-            keys.iter()
-                .map(|key| lua.create_string(key))
-                .collect::<mlua::Result<Vec<_>>>()?,
-        )?;
-        let argv_table = lua.create_sequence_from(
-            argv.iter()
-                .map(|arg| lua.create_string(arg))
-                .collect::<mlua::Result<Vec<_>>>()?,
-        )?;
-        if !options.as_function {
-            sandbox.globals.raw_set("KEYS", keys_table.clone())?;
-            sandbox.globals.raw_set("ARGV", argv_table.clone())?;
-        }
         sandbox::arm_hook(lua, control, keyspace.config.script_instruction_limit)?;
         let mut state = CallState {
             keyspace,
@@ -86,15 +72,7 @@ pub fn run(
             oom_on_first_write: options.oom_on_first_write,
         };
         let _current = CurrentRun::enter(lua, &mut state);
-        let (ok, value): (bool, Value) = if options.as_function {
-            sandbox.function_runner.call((
-                function.clone(),
-                keys_table.clone(),
-                argv_table.clone(),
-            ))?
-        } else {
-            sandbox.runner.call(function.clone())?
-        };
+        let (ok, value) = call_runner(sandbox, function, keys, argv, options.as_function)?;
         let resp3 = control.resp.load(Ordering::SeqCst) == 3;
         Ok(if ok {
             lua_to_frame(&value, resp3)
@@ -102,11 +80,7 @@ pub fn run(
             error_reply(&value, options.name)
         })
     })();
-    lua.remove_hook();
-    if !options.as_function {
-        let _ = sandbox.globals.raw_set("KEYS", Value::Nil);
-        let _ = sandbox.globals.raw_set("ARGV", Value::Nil);
-    }
+    sandbox::disarm_hook(control);
     control.activity.finish();
     context.protocol = client_protocol;
     context.db = client_db;
@@ -121,6 +95,81 @@ pub fn run(
         Err(error) => Frame::Error(error_bytes(
             format!("ERR Error running script: {}", plain_message(&error)).as_bytes(),
         )),
+    }
+}
+
+/// Calls the runner on `function` with KEYS and ARGV: for a script as
+/// globals (removed again afterwards), for a function as its arguments. The
+/// tables are built through Lua's C API, with no Rust-side reference per
+/// string; the runner's `xpcall` answers (ok, value or error table).
+fn call_runner(
+    sandbox: &Sandbox,
+    function: &Function,
+    keys: &[Bytes],
+    argv: &[Bytes],
+    as_function: bool,
+) -> mlua::Result<(bool, Value)> {
+    use mlua::ffi;
+    let runner = if as_function {
+        &sandbox.function_runner
+    } else {
+        &sandbox.runner
+    };
+    let arguments = (sandbox.globals.clone(), runner.clone(), function.clone());
+    // SAFETY: the closure runs in protected mode (a Lua error, such as
+    // running out of memory, unwinds to mlua, which reports it) with the
+    // three arguments at stack indexes 1 to 3, and leaves exactly the
+    // runner's two results on the stack.
+    unsafe {
+        sandbox.lua.exec_raw(arguments, |state| {
+            ffi::luaL_checkstack(state, 8, c"script arguments".as_ptr());
+            push_sequence(state, keys);
+            push_sequence(state, argv);
+            if as_function {
+                // globals, runner, function, KEYS, ARGV
+                ffi::lua_call(state, 3, 2);
+            } else {
+                set_raw(state, c"ARGV");
+                set_raw(state, c"KEYS");
+                ffi::lua_call(state, 1, 2);
+                for name in [c"KEYS", c"ARGV"] {
+                    ffi::lua_pushnil(state);
+                    set_raw(state, name);
+                }
+            }
+            // globals, ok, value
+            ffi::lua_remove(state, 1);
+        })
+    }
+}
+
+/// Pushes a new table holding `items` as a sequence of strings.
+///
+/// # Safety
+/// `state` is a Lua state with room for two more stack slots, in protected mode.
+unsafe fn push_sequence(state: *mut mlua::ffi::lua_State, items: &[Bytes]) {
+    use mlua::ffi;
+    unsafe {
+        ffi::lua_createtable(state, items.len().min(i32::MAX as usize) as i32, 0);
+        for (index, item) in items.iter().enumerate() {
+            ffi::lua_pushlstring(state, item.as_ptr().cast(), item.len());
+            ffi::lua_rawseti(state, -2, (index + 1) as _);
+        }
+    }
+}
+
+/// Pops the value on top of the stack into the table at index 1 under `name`,
+/// bypassing metamethods.
+///
+/// # Safety
+/// `state` holds a table at index 1 and a value on top, with room for two
+/// more slots, in protected mode.
+unsafe fn set_raw(state: *mut mlua::ffi::lua_State, name: &std::ffi::CStr) {
+    use mlua::ffi;
+    unsafe {
+        ffi::lua_pushstring(state, name.as_ptr());
+        ffi::lua_insert(state, -2);
+        ffi::lua_rawset(state, 1);
     }
 }
 

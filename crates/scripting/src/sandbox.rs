@@ -14,7 +14,7 @@
 //! swallowed by the script's own `pcall`: the wrappers of `pcall`, `xpcall` and
 //! `coroutine.resume` raise them again.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use keyspace::{Rng, ScriptActivity};
@@ -58,6 +58,9 @@ pub struct RunControl {
     /// `math.random`'s generator, seeded at every run's start.
     pub random: Mutex<Rng>,
     pub activity: Arc<ScriptActivity>,
+    /// The instruction hook is installed (once, on the first run; between
+    /// runs it is disarmed by an unlimited budget).
+    pub hooked: AtomicBool,
 }
 
 impl RunControl {
@@ -231,6 +234,7 @@ pub fn build(activity: Arc<ScriptActivity>) -> mlua::Result<Sandbox> {
         resp: AtomicU8::new(2),
         random: Mutex::new(Rng::new(0)),
         activity,
+        hooked: AtomicBool::new(false),
     });
     let real = lua.globals();
     // What scripts may see of the base library, plus Redis's additions.
@@ -405,10 +409,20 @@ pub fn arm_hook(lua: &Lua, control: &Arc<RunControl>, limit: u64) -> mlua::Resul
     control.instructions.store(0, Ordering::SeqCst);
     control.instruction_limit.store(limit, Ordering::SeqCst);
     control.stop.store(STOP_NONE, Ordering::SeqCst);
-    lua.set_hook(
-        HookTriggers::new().every_nth_instruction(BUDGET_STEP),
-        hook(control),
-    )
+    if !control.hooked.swap(true, Ordering::SeqCst) {
+        // Installed once: setting a hook allocates, and a run is short.
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(BUDGET_STEP),
+            hook(control),
+        )?;
+    }
+    Ok(())
+}
+
+/// Ends a run's budget: Lua that runs outside a run (none does today) is not
+/// counted against the last run's.
+pub fn disarm_hook(control: &RunControl) {
+    control.instruction_limit.store(u64::MAX, Ordering::SeqCst);
 }
 
 /// The instruction hook: counts the run's instructions (coroutines included)
