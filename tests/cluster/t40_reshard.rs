@@ -226,3 +226,91 @@ fn slots_move_online_without_losing_or_doubling_writes() {
         }
     }
 }
+
+/// A slot whose keys take many export batches, some cut short by the batch
+/// byte limit (values of several megabytes), moves whole: every key, value
+/// and expiry arrives on the new owner.
+#[test]
+fn a_slot_of_many_keys_and_large_values_moves_whole() {
+    const SMALL: usize = 2_500;
+    const LARGE: usize = 3;
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let tag = tag_for_slot(0);
+    let mut client = cluster.cluster_client();
+    for chunk in (0..SMALL).collect::<Vec<_>>().chunks(250) {
+        let mut mset = redis::cmd("MSET");
+        for index in chunk {
+            mset.arg(format!("{{{tag}}}:small:{index}"))
+                .arg(format!("value-{index}"));
+        }
+        mset.query::<()>(&mut client).unwrap();
+    }
+    let large = |index: usize| vec![b'a' + index as u8; 3 << 20];
+    for index in 0..LARGE {
+        redis::cmd("SET")
+            .arg(format!("{{{tag}}}:large:{index}"))
+            .arg(large(index))
+            .query::<()>(&mut client)
+            .unwrap();
+    }
+    redis::cmd("SET")
+        .arg(format!("{{{tag}}}:expiring"))
+        .arg("soon")
+        .arg("EX")
+        .arg(1000)
+        .query::<()>(&mut client)
+        .unwrap();
+    let output = std::process::Command::new(binary())
+        .args(["cluster", "reshard"])
+        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
+        .args(["--from", "1", "--to", "2", "--slots", "1"])
+        .output()
+        .expect("run slotraft cluster reshard");
+    assert!(
+        output.status.success(),
+        "reshard failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut client = cluster.cluster_client();
+    for index in 0..SMALL {
+        let stored: Option<String> = redis::cmd("GET")
+            .arg(format!("{{{tag}}}:small:{index}"))
+            .query(&mut client)
+            .unwrap();
+        assert_eq!(stored.as_deref(), Some(format!("value-{index}").as_str()));
+    }
+    for index in 0..LARGE {
+        let stored: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(format!("{{{tag}}}:large:{index}"))
+            .query(&mut client)
+            .unwrap();
+        assert!(stored == Some(large(index)), "large value {index} differs");
+    }
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(format!("{{{tag}}}:expiring"))
+        .query(&mut client)
+        .unwrap();
+    assert!((900..=1000).contains(&ttl), "TTL after the move: {ttl}");
+    // Every key is on the new owner, counted once.
+    let counted: i64 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(0)
+        .query(&mut client)
+        .unwrap();
+    assert_eq!(counted, (SMALL + LARGE + 1) as i64);
+    let mut direct = cluster.client(0);
+    let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(&mut direct)
+        .unwrap();
+    let first = match &slots[0] {
+        redis::Value::Array(parts) => parts[0].clone(),
+        other => panic!("unexpected CLUSTER SLOTS entry {other:?}"),
+    };
+    assert!(
+        slots.iter().any(|range| matches!(range,
+            redis::Value::Array(parts) if parts[0] == redis::Value::Int(0) && parts[1] == redis::Value::Int(0))),
+        "slot 0 is a range of its own after the move (first range starts at {first:?})"
+    );
+}

@@ -289,7 +289,7 @@ fn expect_ok(reply: Frame, what: &str) -> anyhow::Result<Frame> {
 }
 
 /// Keys moved per EXPORT/IMPORT round trip.
-const MIGRATE_BATCH: usize = 100;
+const MIGRATE_BATCH: usize = 1000;
 
 /// Slots moved together: one metadata change, one freeze, one drop.
 const SLOTS_PER_STEP: usize = 256;
@@ -386,7 +386,8 @@ async fn migrate_slots(address: &str, slots: &[u16], from: u64, to: u64) -> anyh
 }
 
 /// Copies frozen slots' keys (`list`: comma-separated) from the source
-/// leader to the target's, a batch per round trip.
+/// leader to the target's, a batch per round trip; the next batch is exported
+/// while the last one is imported.
 async fn copy_slots(
     source: &str,
     target: &str,
@@ -395,10 +396,11 @@ async fn copy_slots(
     to: u64,
 ) -> anyhow::Result<usize> {
     let (from_text, to_text) = (from.to_string(), to.to_string());
+    let count = MIGRATE_BATCH.to_string();
     let mut after = Bytes::new();
     let mut moved = 0;
+    let mut importing: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
     loop {
-        let count = MIGRATE_BATCH.to_string();
         let reply = leader_call(
             source.to_string(),
             &[
@@ -414,13 +416,15 @@ async fn copy_slots(
         let Frame::Array(items) = expect_ok(reply, "exporting keys")? else {
             bail!("unexpected EXPORT reply");
         };
+        if items.is_empty() {
+            break;
+        }
         let mut import: Vec<Bytes> = vec![
             Bytes::from_static(b"SLOTRAFT"),
             Bytes::from_static(b"IMPORT"),
             Bytes::from(to_text.clone()),
             Bytes::from(list.to_string()),
         ];
-        let exported = items.len();
         for item in items {
             let Frame::Array(parts) = item else {
                 bail!("unexpected EXPORT item");
@@ -437,18 +441,23 @@ async fn copy_slots(
                 import.push(dump.clone());
             }
         }
+        if let Some(previous) = importing.take() {
+            previous.await??;
+        }
         if import.len() > 4 {
             moved += (import.len() - 4) / 3;
-            let arguments: Vec<&[u8]> = import.iter().map(|part| &part[..]).collect();
-            expect_ok(
-                leader_call(target.to_string(), &arguments).await?,
-                "importing keys",
-            )?;
-        }
-        if exported < MIGRATE_BATCH {
-            return Ok(moved);
+            let target = target.to_string();
+            importing = Some(tokio::spawn(async move {
+                let arguments: Vec<&[u8]> = import.iter().map(|part| &part[..]).collect();
+                expect_ok(leader_call(target, &arguments).await?, "importing keys")?;
+                Ok(())
+            }));
         }
     }
+    if let Some(last) = importing {
+        last.await??;
+    }
+    Ok(moved)
 }
 
 /// `slotraft cluster reshard HOST:PORT --from SHARD --to SHARD --slots N`:

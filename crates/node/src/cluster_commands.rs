@@ -200,10 +200,15 @@ fn number(argument: &[u8]) -> Option<u64> {
     parse_i64(argument).ok().and_then(|n| u64::try_from(n).ok())
 }
 
+/// Bytes of DUMP payloads after which an EXPORT batch stops growing (it
+/// always holds at least one key): the IMPORT that follows is one log entry.
+const EXPORT_BYTES: usize = 4 << 20;
+
 /// SLOTRAFT EXPORT shard slots after count: up to `count` keys of the slots
 /// (a comma-separated list, walked in its order) after the key `after` (""
 /// from the start), each as [key, expire-at-ms or -1, DUMP payload], read
-/// linearizably on the shard's leader. Fewer than `count` items means done.
+/// linearizably on the shard's leader; fewer once the payloads reach
+/// [`EXPORT_BYTES`]. No items means done.
 async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     use openraft::raft::linearizable_read::LinearizerOption;
     let (Some(shard), Some(slots), Some(count)) = (
@@ -256,7 +261,11 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         keys.extend(batch);
     }
     let mut items = Vec::with_capacity(keys.len());
+    let mut bytes = 0;
     for key in keys {
+        if bytes >= EXPORT_BYTES {
+            break;
+        }
         let mut run = |words: &[&[u8]]| {
             let arguments: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w)).collect();
             let spec = keyspace::commands::resolve(&arguments).expect("known command");
@@ -268,6 +277,7 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         let dump = run(&[b"DUMP", &key]);
         let expire = run(&[b"PEXPIRETIME", &key]);
         if let (Frame::Bulk(dump), Frame::Integer(expire)) = (dump, expire) {
+            bytes += key.len() + dump.len();
             items.push(Frame::Array(vec![
                 Frame::Bulk(key),
                 Frame::Integer(expire),

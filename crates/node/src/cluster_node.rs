@@ -399,6 +399,18 @@ impl ClusterNode {
         if let Some(replica) = self.shard(shard) {
             return Target::Local(replica);
         }
+        if topology
+            .migrations
+            .get(&slot)
+            .is_some_and(|migration| self.shard(migration.to).is_some())
+        {
+            // The slot is moving to a shard hosted here and a client already
+            // knows it: the migration has finished and this node has not
+            // adopted the topology that says so yet. MOVED back to the old
+            // owner, which may have adopted it, would bounce the client
+            // between the two; come back shortly instead.
+            return Target::Reply(Frame::error(keyspace::TRYAGAIN));
+        }
         match self
             .leader_of(&topology, shard)
             .and_then(|node| topology.nodes.get(&node))
