@@ -327,6 +327,12 @@ fn run_node(config: Config) -> anyhow::Result<()> {
     // `io-threads` (Redis's name) sets the number of worker threads serving clients.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.io_threads())
+        // A task another task wakes would otherwise run next, ahead of the
+        // connections already ready: a proposal's Raft core, a subscriber's
+        // write would each take one request at a time instead of batching
+        // those that arrived together. (A `tokio_unstable` option; the
+        // workspace builds with that cfg.)
+        .disable_lifo_slot()
         .enable_all()
         .build()
         .context("starting the runtime")?;
