@@ -397,6 +397,16 @@ impl ClusterNode {
             return Target::Reply(Frame::error(SLOT_NOT_SERVED));
         };
         if let Some(replica) = self.shard(shard) {
+            if !replica.group.raft.is_leader()
+                && lock(&replica.group.state).keyspace.slot_state(slot)
+                    == Some(keyspace::SlotState::Gone)
+            {
+                // The shard has handed the slot over and this node has not
+                // adopted the new owner yet: its leader would answer
+                // TRYAGAIN too, and MOVED there would bounce a client
+                // between this node and one that has adopted the change.
+                return Target::Reply(Frame::error(keyspace::TRYAGAIN));
+            }
             return Target::Local(replica);
         }
         if topology

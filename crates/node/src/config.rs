@@ -272,20 +272,42 @@ fn canonical(parameter: &Parameter, value: &str) -> Result<String, String> {
 #[derive(Debug, Clone)]
 pub struct Config {
     values: BTreeMap<&'static str, String>,
+    /// Values read for every connection round or request, parsed once per
+    /// change instead of looked up by name each time.
+    hot: Hot,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Hot {
+    idle_seconds: i64,
+    query_limit: usize,
+    max_bulk: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
+        let mut config = Config {
             values: PARAMETERS
                 .iter()
                 .map(|parameter| (parameter.name, parameter.default.to_string()))
                 .collect(),
-        }
+            hot: Hot::default(),
+        };
+        config.refresh();
+        config
     }
 }
 
 impl Config {
+    /// Recomputes [`Hot`] after a change.
+    fn refresh(&mut self) {
+        self.hot = Hot {
+            idle_seconds: self.integer("timeout"),
+            query_limit: self.integer("client-query-buffer-limit") as usize,
+            max_bulk: self.integer("proto-max-bulk-len") as usize,
+        };
+    }
+
     /// Sets a parameter at start-up (command line): immutable ones allowed.
     pub fn set_startup(&mut self, name: &str, value: &str) -> Result<(), String> {
         let parameter = find(&name.to_ascii_lowercase())
@@ -293,6 +315,7 @@ impl Config {
         let value = canonical(parameter, value)
             .map_err(|reason| format!("invalid value for '{name}': {reason}"))?;
         self.values.insert(parameter.name, value);
+        self.refresh();
         Ok(())
     }
 
@@ -347,6 +370,7 @@ impl Config {
         for (name, value) in staged {
             self.values.insert(name, value);
         }
+        self.refresh();
         Ok(())
     }
 
@@ -426,11 +450,11 @@ impl Config {
     }
 
     pub fn proto_max_bulk_len(&self) -> usize {
-        self.integer("proto-max-bulk-len") as usize
+        self.hot.max_bulk
     }
 
     pub fn client_query_buffer_limit(&self) -> usize {
-        self.integer("client-query-buffer-limit") as usize
+        self.hot.query_limit
     }
 
     pub fn requirepass(&self) -> Option<&str> {
@@ -464,7 +488,7 @@ impl Config {
 
     /// `timeout`: close a client idle this long (0 = never).
     pub fn idle_timeout(&self) -> Option<std::time::Duration> {
-        let seconds = self.integer("timeout");
+        let seconds = self.hot.idle_seconds;
         (seconds > 0).then(|| std::time::Duration::from_secs(seconds as u64))
     }
 
