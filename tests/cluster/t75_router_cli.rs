@@ -326,3 +326,61 @@ fn a_redis_cli_session_through_the_router_sees_no_error_during_a_reshard() {
     // The slot did move: shard 2's leader serves it now.
     assert_eq!(leader_of(&cluster, 5), leader_of(&cluster, 6000));
 }
+
+/// Feeds `lines` to a live redis-cli on `port`, `gap` apart, and returns its
+/// output lines.
+fn run_live(port: u16, lines: &[String], gap: Duration) -> Vec<String> {
+    let mut cli = LiveCli::start(port);
+    for line in lines {
+        cli.send(line);
+        std::thread::sleep(gap);
+    }
+    cli.finish()
+}
+
+#[test]
+fn the_scenarios_through_the_router_match_redis_while_their_slots_move() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let router = Router::start(&seeds(&cluster), &[]);
+    router.wait_serving();
+    // Without the closing DBSIZE, FLUSHALL, DBSIZE: while a slot is being
+    // copied its keys exist on both shards, which a whole-cluster count sees.
+    let script = scenario();
+    let mut lines: Vec<String> = script.lines().map(str::to_owned).collect();
+    lines.truncate(lines.len() - 3);
+    assert_eq!(lines.last().map(String::as_str), Some("ZCARD rate:{user1}"));
+    let redis = slotraft_tests::support::RedisServer::start();
+    let expected = run_live(redis.port, &lines, Duration::ZERO);
+    // Every slot of shard 1 moves to shard 2, a step of slots at a time,
+    // while the scenario runs one command at a time.
+    let address = format!("127.0.0.1:{}", cluster.members[0].port);
+    let reshard = Command::new(slotraft_tests::support::binary())
+        .args(["cluster", "reshard", &address])
+        .args(["--from", "1", "--to", "2", "--slots", "5461"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run slotraft cluster reshard");
+    let mut reshard = reshard;
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        reshard.try_wait().expect("reshard status").is_none(),
+        "the reshard ended before the scenario started"
+    );
+    let started = Instant::now();
+    let actual = run_live(router.port, &lines, Duration::from_millis(25));
+    let scenario_time = started.elapsed();
+    let output = reshard.wait_with_output().expect("reshard output");
+    eprintln!(
+        "scenario {scenario_time:?}, reshard ended {:?} after the scenario started",
+        started.elapsed()
+    );
+    assert!(output.status.success(), "reshard failed: {output:?}");
+    assert_eq!(
+        actual, expected,
+        "the scenario's output through the router during a reshard differs from redis-server's"
+    );
+    // The scenario's keys of shard 1 moved with their slots: shard 2 now
+    // serves slot 0.
+    assert_eq!(leader_of(&cluster, 0), leader_of(&cluster, 6000));
+}
