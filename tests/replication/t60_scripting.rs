@@ -875,3 +875,61 @@ fn a_transaction_with_scripts_applies_atomically_on_every_replica() {
         "EXECABORT Transaction discarded because of previous errors."
     );
 }
+
+/// MONITOR on the leader shows a replicated script, then the commands it ran
+/// as the Lua client (recorded when the leader applies the entry); a
+/// follower's monitor shows nothing of entries it only applies from the log.
+#[test]
+fn monitor_on_the_leader_shows_what_a_replicated_script_ran() {
+    use slotraft_tests::support::Raw;
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let follower = (leader + 1) % 3;
+    let mut monitor = Raw::connect(group.members[leader].port);
+    monitor.roundtrip(&["MONITOR"], "+OK\r\n");
+    let mut watcher = Raw::connect(group.members[follower].port);
+    watcher.roundtrip(&["MONITOR"], "+OK\r\n");
+    let mut client = Raw::connect(group.members[leader].port);
+    client.roundtrip(
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 'v') return redis.call('INCR', KEYS[2])",
+            "2",
+            "{t}a",
+            "{t}n",
+        ],
+        ":1\r\n",
+    );
+    client.roundtrip(&["SET", "after", "1"], "+OK\r\n");
+    let lines = monitor.read_lines(4);
+    let tails: Vec<&str> = lines
+        .iter()
+        .map(|line| line.split_once(' ').unwrap().1)
+        .collect();
+    assert!(tails[0].contains("] \"EVAL\" "), "{}", tails[0]);
+    assert_eq!(tails[1], "[0 lua] \"SET\" \"{t}a\" \"v\"");
+    assert_eq!(tails[2], "[0 lua] \"INCR\" \"{t}n\"");
+    assert!(
+        tails[3].ends_with("] \"SET\" \"after\" \"1\""),
+        "{}",
+        tails[3]
+    );
+    // The follower applied both entries but was sent neither command.
+    group.wait_applied(
+        field(&group, leader, "raft_last_applied"),
+        Duration::from_secs(10),
+    );
+    // Before the reply to RESET it saw only the test's own clients (the
+    // applied-index checks connect to every replica), nothing of the script.
+    watcher.send(b"*1\r\n$5\r\nRESET\r\n");
+    loop {
+        let line = watcher.read_lines(1).remove(0);
+        if line == "+RESET" {
+            break;
+        }
+        assert!(
+            !line.contains(" lua]") && !line.contains("EVAL"),
+            "a follower's monitor saw {line}"
+        );
+    }
+}

@@ -420,3 +420,36 @@ fn monitor_shows_commands_quoted_with_passwords_redacted() {
     client.roundtrip(&["PING"], "+PONG\r\n");
     monitor.roundtrip(&["PING"], "+PONG\r\n");
 }
+
+/// As Redis 7: the script command comes first, then each command the script
+/// ran as the Lua client (`[<db> lua]`, in the script's database at the
+/// time); a command the script was refused is not shown.
+#[test]
+fn monitor_shows_the_commands_a_script_runs_as_the_lua_client() {
+    let server = Server::start(&[]);
+    let mut monitor = Raw::connect(server.port);
+    monitor.roundtrip(&["MONITOR"], "+OK\r\n");
+    let mut client = Raw::connect(server.port);
+    client.roundtrip(
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 'v') redis.pcall('SUBSCRIBE', 'c') \
+             redis.call('SELECT', '3') return redis.call('INCR', KEYS[1])",
+            "1",
+            "k",
+        ],
+        ":1\r\n",
+    );
+    client.roundtrip(&["GET", "k"], "$1\r\nv\r\n");
+    let lines = monitor.read_lines(5);
+    let tails: Vec<&str> = lines
+        .iter()
+        .map(|line| line.split_once(' ').unwrap().1)
+        .collect();
+    assert!(tails[0].starts_with("[0 127.0.0.1:"), "{}", tails[0]);
+    assert!(tails[0].contains("] \"EVAL\" "), "{}", tails[0]);
+    assert_eq!(tails[1], "[0 lua] \"SET\" \"k\" \"v\"");
+    assert_eq!(tails[2], "[0 lua] \"SELECT\" \"3\"");
+    assert_eq!(tails[3], "[3 lua] \"INCR\" \"k\"");
+    assert!(tails[4].ends_with("] \"GET\" \"k\""), "{}", tails[4]);
+}

@@ -195,6 +195,12 @@ pub struct Keyspace {
     /// [`Keyspace::take_published`]; the node delivers them (not replicated
     /// state).
     pub(crate) published: Vec<Published>,
+    /// Whether commands run by scripts are recorded for MONITOR (set by the
+    /// node while a monitor is connected; not replicated state).
+    pub record_script_calls: bool,
+    /// (database, arguments) of each command a script ran since the last
+    /// [`Keyspace::take_script_calls`], while recording.
+    script_calls: Vec<(usize, Vec<Bytes>)>,
 }
 
 /// A message a script published: delivered by the node once the script's
@@ -228,6 +234,8 @@ impl Keyspace {
             events: Vec::new(),
             recording_expired: false,
             published: Vec::new(),
+            record_script_calls: false,
+            script_calls: Vec::new(),
         }
     }
 
@@ -253,6 +261,8 @@ impl Keyspace {
             events: Vec::new(),
             recording_expired: false,
             published: Vec::new(),
+            record_script_calls: false,
+            script_calls: Vec::new(),
         }
     }
 
@@ -486,6 +496,19 @@ impl Keyspace {
             message,
             shard,
         });
+    }
+
+    /// Records a command a script runs in database `db`, for MONITOR.
+    pub fn note_script_call(&mut self, db: usize, arguments: &[Bytes]) {
+        if self.record_script_calls {
+            self.script_calls.push((db, arguments.to_vec()));
+        }
+    }
+
+    /// The commands scripts ran since the last call (see
+    /// [`Keyspace::note_script_call`]).
+    pub fn take_script_calls(&mut self) -> Vec<(usize, Vec<Bytes>)> {
+        std::mem::take(&mut self.script_calls)
     }
 
     /// The messages scripts published since the last call.

@@ -139,6 +139,10 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<Clien
 /// Publishes the keyspace events the keyspace recorded (nothing to do, and
 /// nearly free, while `notify-keyspace-events` is empty).
 pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspace) {
+    let calls = keyspace.take_script_calls();
+    if !calls.is_empty() {
+        crate::pubsub::feed_script_calls(&shared.pubsub, calls);
+    }
     let published = keyspace.take_published();
     if !published.is_empty() {
         crate::pubsub::deliver_script_messages(
@@ -547,6 +551,9 @@ fn exec<'a>(
                     out_of_memory,
                     in_script: false,
                 };
+                if spec.group == "scripting" {
+                    store.keyspace.record_script_calls = shared.pubsub.monitoring();
+                }
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(&arguments) {
                     replication::runtime::long_running(|| {
                         store.keyspace.execute(spec, &mut context, &arguments)
@@ -688,6 +695,9 @@ fn execute_request<'a>(
                 out_of_memory,
                 in_script: false,
             };
+            if spec.group == "scripting" {
+                store.keyspace.record_script_calls = shared.pubsub.monitoring();
+            }
             let reply =
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(arguments) {
                     replication::runtime::long_running(|| {

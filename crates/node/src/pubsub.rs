@@ -924,6 +924,22 @@ async fn forward_loop(
 /// A MONITOR line for a command a client sent: `+<seconds>.<micros> [<db>
 /// <address>] "arg" ...`, each argument quoted as Redis quotes it, passwords
 /// redacted.
+/// Shows the commands scripts ran to the monitors, as Redis shows its Lua
+/// client: `[<db> lua]`.
+pub fn feed_script_calls(pubsub: &PubSub, calls: Vec<(usize, Vec<Bytes>)>) {
+    if !pubsub.monitoring() {
+        return;
+    }
+    for (db, arguments) in calls {
+        pubsub.feed_monitors(monitor_line(
+            crate::clock::unix_micros(),
+            db,
+            "lua",
+            &arguments,
+        ));
+    }
+}
+
 pub fn monitor_line(now_micros: u64, db: usize, peer: &str, arguments: &[Bytes]) -> BytesMut {
     use std::fmt::Write as _;
     let mut text = String::with_capacity(64);

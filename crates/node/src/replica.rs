@@ -80,6 +80,10 @@ impl ApplyObserver for ReadyKeys {
         crate::pubsub::publish_events(&crate::pubsub::registry(), flags, events);
     }
 
+    fn script_calls(&self, calls: Vec<(usize, Vec<Bytes>)>) {
+        crate::pubsub::feed_script_calls(&crate::pubsub::registry(), calls);
+    }
+
     fn published(&self, messages: Vec<keyspace::Published>) {
         crate::pubsub::deliver_script_messages(
             &crate::pubsub::registry(),

@@ -779,7 +779,22 @@ fn read(
     spec: &CommandSpec,
     arguments: &[Bytes],
 ) -> Frame {
-    replication::serve::read(state, now_ms, session.db, session.protocol, spec, arguments)
+    if spec.group != "scripting" {
+        return replication::serve::read(
+            state,
+            now_ms,
+            session.db,
+            session.protocol,
+            spec,
+            arguments,
+        );
+    }
+    let pubsub = crate::pubsub::registry();
+    state.keyspace.record_script_calls = pubsub.monitoring();
+    let reply =
+        replication::serve::read(state, now_ms, session.db, session.protocol, spec, arguments);
+    crate::pubsub::feed_script_calls(&pubsub, state.keyspace.take_script_calls());
+    reply
 }
 
 /// Proposes a run of writes as one entry and returns one reply per command,
@@ -827,6 +842,10 @@ pub async fn propose_watched(
     let count = run.len();
     let (seed, instruction_limit) = {
         let mut state = lock_off_worker(&replica.group.state);
+        if run.iter().any(|(_, spec)| spec.group == "scripting") {
+            // The leader's apply records what the scripts run, for MONITOR.
+            state.keyspace.record_script_calls = crate::pubsub::registry().monitoring();
+        }
         (
             state.rng.next_u64(),
             state.keyspace.config.script_instruction_limit,

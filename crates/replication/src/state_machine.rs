@@ -87,6 +87,10 @@ pub trait ApplyObserver: Send + Sync + 'static {
     /// Messages scripts published in entries this replica proposed (as
     /// leader); other replicas drop theirs, so each is delivered once.
     fn published(&self, _messages: Vec<keyspace::Published>) {}
+
+    /// Commands scripts ran in entries this replica proposed, as
+    /// (database, arguments), while it records them for MONITOR.
+    fn script_calls(&self, _calls: Vec<(usize, Vec<Bytes>)>) {}
 }
 
 /// A snapshot as openraft moves it around: a file on local disk.
@@ -314,6 +318,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         let mut pending = Vec::new();
         let mut published = Vec::new();
+        let mut script_calls = Vec::new();
         while let Some(item) = entries.next().await {
             let (entry, responder) = item?;
             let response = {
@@ -332,8 +337,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                 };
                 let messages = state.keyspace.take_published();
+                let calls = state.keyspace.take_script_calls();
                 if responder.is_some() {
                     published.extend(messages);
+                    script_calls.extend(calls);
                 }
                 response
             };
@@ -356,6 +363,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         }
         if let (Some(observer), false) = (&self.observer, events.is_empty()) {
             observer.events(flags, events);
+        }
+        if let (Some(observer), false) = (&self.observer, script_calls.is_empty()) {
+            observer.script_calls(script_calls);
         }
         if let (Some(observer), false) = (&self.observer, published.is_empty()) {
             observer.published(published);

@@ -535,19 +535,26 @@ fn call_command(
     }
     let resp3 = control.resp.load(Ordering::SeqCst) == 3;
     let reply = match spec.name {
-        "time" => {
-            let now_ms = state.context.now_ms;
-            Frame::Array(vec![
-                Frame::bulk((now_ms / 1000).to_string()),
-                Frame::bulk(((now_ms % 1000) * 1000).to_string()),
-            ])
+        // Commands a script runs are shown by MONITOR (as `[db lua]`) when
+        // they execute, not when they are refused before (as in Redis).
+        "time" | "ping" | "echo" | "select" if spec.name != "ping" || words.len() <= 2 => {
+            state.keyspace.note_script_call(state.context.db, &words);
+            match spec.name {
+                "time" => {
+                    let now_ms = state.context.now_ms;
+                    Frame::Array(vec![
+                        Frame::bulk((now_ms / 1000).to_string()),
+                        Frame::bulk(((now_ms % 1000) * 1000).to_string()),
+                    ])
+                }
+                "ping" => match words.get(1) {
+                    Some(message) => Frame::Bulk(message.clone()),
+                    None => Frame::simple("PONG"),
+                },
+                "echo" => Frame::Bulk(words[1].clone()),
+                _ => select(state, &words[1]),
+            }
         }
-        "ping" if words.len() <= 2 => match words.get(1) {
-            Some(message) => Frame::Bulk(message.clone()),
-            None => Frame::simple("PONG"),
-        },
-        "echo" => Frame::Bulk(words[1].clone()),
-        "select" => select(state, &words[1]),
         "publish" | "spublish" => {
             // Delivered by the node once the script is done (by the leader
             // alone on a shard). The receiver count would differ between
@@ -567,6 +574,7 @@ fn call_command(
                     return failure("Script attempted to access a non local key in a cluster node");
                 }
             }
+            state.keyspace.note_script_call(state.context.db, &words);
             state
                 .keyspace
                 .publish_from_script(words[1].clone(), words[2].clone(), shard);
@@ -614,6 +622,7 @@ fn call_command(
             } else {
                 Protocol::Resp2
             };
+            state.keyspace.note_script_call(context.db, &words);
             let reply = state.keyspace.execute(spec, context, &words);
             // A blocking command called from a script never blocks: it has
             // answered as if its timeout had passed.
