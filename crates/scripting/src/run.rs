@@ -391,8 +391,9 @@ pub fn install_call(lua: &Lua, redis: &mlua::Table, control: &Arc<RunControl>) -
 }
 
 /// `redis.call`'s arguments as command words, or the error for an argument
-/// that is neither a string nor a number. Read straight off the Lua stack
-/// into one shared buffer: no Lua reference and no allocation per argument.
+/// that is neither a string nor a number. Read straight off the Lua stack,
+/// each copied into its own allocation: no Lua reference per argument, and no
+/// shared buffer whose reference counts every word would touch.
 struct CallArguments(Result<Vec<Bytes>, &'static str>);
 
 const BAD_ARGUMENT: &str = "Lua redis lib command arguments must be strings or integers";
@@ -422,34 +423,34 @@ fn push_word(buffer: &mut BytesMut, word: Word<'_>) {
     }
 }
 
-fn split_words(buffer: BytesMut, ends: &[usize]) -> Vec<Bytes> {
-    let shared = buffer.freeze();
-    let mut start = 0;
-    ends.iter()
-        .map(|&end| {
-            let word = shared.slice(start..end);
-            start = end;
-            word
-        })
-        .collect()
+/// One argument as its own bytes (`scratch` holds a number's text).
+fn word_bytes(scratch: &mut BytesMut, word: Word<'_>) -> Bytes {
+    match word {
+        Word::Text(bytes) => Bytes::copy_from_slice(bytes),
+        number => {
+            scratch.clear();
+            push_word(scratch, number);
+            Bytes::copy_from_slice(scratch)
+        }
+    }
 }
 
 impl mlua::FromLuaMulti for CallArguments {
     fn from_lua_multi(values: MultiValue, _lua: &Lua) -> mlua::Result<Self> {
-        let mut buffer = BytesMut::new();
-        let mut ends = Vec::with_capacity(values.len());
+        let mut scratch = BytesMut::new();
+        let mut words = Vec::with_capacity(values.len());
         for value in &values {
-            match value {
-                Value::String(text) => push_word(&mut buffer, Word::Text(&text.as_bytes())),
+            let word = match value {
+                Value::String(text) => word_bytes(&mut scratch, Word::Text(&text.as_bytes())),
                 Value::Integer(number) => {
-                    buffer.extend_from_slice(resp::format_i64(*number, &mut [0; 20]));
+                    Bytes::copy_from_slice(resp::format_i64(*number, &mut [0; 20]))
                 }
-                Value::Number(number) => push_word(&mut buffer, Word::Number(*number)),
+                Value::Number(number) => word_bytes(&mut scratch, Word::Number(*number)),
                 _ => return Ok(CallArguments(Err(BAD_ARGUMENT))),
-            }
-            ends.push(buffer.len());
+            };
+            words.push(word);
         }
-        Ok(CallArguments(Ok(split_words(buffer, &ends))))
+        Ok(CallArguments(Ok(words)))
     }
 
     unsafe fn from_stack_args(
@@ -460,30 +461,30 @@ impl mlua::FromLuaMulti for CallArguments {
     ) -> mlua::Result<Self> {
         use mlua::ffi;
         let state = lua.state();
-        let mut buffer = BytesMut::with_capacity(64);
-        let mut ends = Vec::with_capacity(count.max(0) as usize);
+        let mut words = Vec::with_capacity(count.max(0) as usize);
+        let mut scratch = BytesMut::new();
         for offset in 0..count {
             let index = offset - count;
             // SAFETY: `index` names one of the `count` arguments on top of
             // the stack of the running function; a string's bytes stay valid
             // while it is on the stack, and are copied before anything pops it.
-            unsafe {
+            let word = unsafe {
                 match ffi::lua_type(state, index) {
                     ffi::LUA_TSTRING => {
                         let mut length = 0usize;
                         let pointer = ffi::lua_tolstring(state, index, &mut length);
                         let bytes = std::slice::from_raw_parts(pointer as *const u8, length);
-                        push_word(&mut buffer, Word::Text(bytes));
+                        word_bytes(&mut scratch, Word::Text(bytes))
                     }
                     ffi::LUA_TNUMBER => {
-                        push_word(&mut buffer, Word::Number(ffi::lua_tonumber(state, index)));
+                        word_bytes(&mut scratch, Word::Number(ffi::lua_tonumber(state, index)))
                     }
                     _ => return Ok(CallArguments(Err(BAD_ARGUMENT))),
                 }
-            }
-            ends.push(buffer.len());
+            };
+            words.push(word);
         }
-        Ok(CallArguments(Ok(split_words(buffer, &ends))))
+        Ok(CallArguments(Ok(words)))
     }
 }
 
