@@ -111,25 +111,7 @@ fn slots_move_online_without_losing_or_doubling_writes() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let output = std::process::Command::new(binary())
-        .args(["cluster", "reshard"])
-        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
-        .args([
-            "--from",
-            "1",
-            "--to",
-            "2",
-            "--slots",
-            &MOVED_SLOTS.to_string(),
-        ])
-        .output()
-        .expect("run slotraft cluster reshard");
-    assert!(
-        output.status.success(),
-        "reshard failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.reshard(1, 2, MOVED_SLOTS as usize);
     let check = std::process::Command::new(binary())
         .args(["cluster", "check"])
         .arg(format!("127.0.0.1:{}", cluster.members[1].port))
@@ -260,18 +242,7 @@ fn a_slot_of_many_keys_and_large_values_moves_whole() {
         .arg(1000)
         .query::<()>(&mut client)
         .unwrap();
-    let output = std::process::Command::new(binary())
-        .args(["cluster", "reshard"])
-        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
-        .args(["--from", "1", "--to", "2", "--slots", "1"])
-        .output()
-        .expect("run slotraft cluster reshard");
-    assert!(
-        output.status.success(),
-        "reshard failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.reshard(1, 2, 1);
     let mut client = cluster.cluster_client();
     for index in 0..SMALL {
         let stored: Option<String> = redis::cmd("GET")

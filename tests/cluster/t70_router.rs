@@ -345,18 +345,7 @@ fn a_router_with_a_stale_map_follows_moved_during_a_reshard() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    let output = std::process::Command::new(slotraft_tests::support::binary())
-        .args(["cluster", "reshard"])
-        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
-        .args(["--from", "1", "--to", "2", "--slots", "16"])
-        .output()
-        .expect("run slotraft cluster reshard");
-    assert!(
-        output.status.success(),
-        "reshard failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cluster.reshard(1, 2, 16);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (acknowledged, errors) = writer.join().expect("writer");
@@ -401,13 +390,7 @@ fn pipelines_come_back_in_order_across_shards_and_through_a_stale_map() {
     }
     let counted: Vec<u64> = pipe.query(&mut connection).unwrap();
     assert_eq!(counted, (1..=keys.len() as u64).collect::<Vec<_>>());
-    let output = std::process::Command::new(slotraft_tests::support::binary())
-        .args(["cluster", "reshard"])
-        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
-        .args(["--from", "1", "--to", "2", "--slots", "16"])
-        .output()
-        .expect("run slotraft cluster reshard");
-    assert!(output.status.success(), "{output:?}");
+    cluster.reshard(1, 2, 16);
     // The router still sends the moved slots to their old owner: those
     // commands come back MOVED and are run again, in the client's order.
     let mut pipe = redis::pipe();

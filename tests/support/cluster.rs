@@ -150,6 +150,24 @@ impl Cluster {
         }
     }
 
+    /// Runs `slotraft cluster reshard` through node 0, moving the first
+    /// `slots` slots of shard `from` to shard `to`, and checks it succeeded.
+    pub fn reshard(&self, from: u64, to: u64, slots: usize) {
+        let output = Command::new(super::binary())
+            .args(["cluster", "reshard"])
+            .arg(format!("127.0.0.1:{}", self.members[0].port))
+            .args(["--from", &from.to_string(), "--to", &to.to_string()])
+            .args(["--slots", &slots.to_string()])
+            .output()
+            .expect("run slotraft cluster reshard");
+        assert!(
+            output.status.success(),
+            "reshard failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     pub fn url(&self, index: usize) -> String {
         format!("redis://127.0.0.1:{}/", self.members[index].port)
     }
