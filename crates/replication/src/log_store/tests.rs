@@ -283,3 +283,53 @@ async fn a_purge_interrupted_after_its_metadata_is_finished_on_open() {
     let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
     assert_eq!(indexes(&mut store).await, vec![21, 22]);
 }
+
+/// Queues an append without waiting for its flush; answers the wait.
+async fn queue(store: &mut LogStore, entries: Vec<Entry>) -> impl std::future::Future<Output = ()> {
+    let (sender, receiver) = TypeConfig::oneshot();
+    store
+        .append(entries, IOFlushed::signal(sender))
+        .await
+        .unwrap();
+    async move { receiver.await.unwrap().unwrap() }
+}
+
+/// The writer hands a round's records to the segment in one write: appends
+/// that roll segments, a truncation and the appends after it, all queued
+/// before any is flushed, must land on disk exactly as a one-by-one writer
+/// would put them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_of_queued_writes_recovers_in_order() {
+    let scratch = Scratch::new("log-round");
+    let mut waits = Vec::new();
+    {
+        let mut store = LogStore::open(&scratch.0, options(300)).await.unwrap();
+        for index in 1..=60 {
+            waits.push(queue(&mut store, vec![entry(1, index)]).await);
+        }
+        store
+            .truncate_after(Some(log_id::<TypeConfig>(1, 1, 40)))
+            .await
+            .unwrap();
+        for index in 41..=50 {
+            waits.push(queue(&mut store, vec![entry(2, index)]).await);
+        }
+        for wait in waits {
+            wait.await;
+        }
+        assert!(segments(&scratch.0).len() > 5, "the records span segments");
+    }
+    let mut store = LogStore::open(&scratch.0, options(300)).await.unwrap();
+    let recovered: Vec<(u64, u64)> = store
+        .try_get_log_entries(..)
+        .await
+        .unwrap()
+        .iter()
+        .map(|entry| (entry.log_id.leader_id.term, entry.log_id.index))
+        .collect();
+    let expected: Vec<(u64, u64)> = (1..=40)
+        .map(|index| (1, index))
+        .chain((41..=50).map(|index| (2, index)))
+        .collect();
+    assert_eq!(recovered, expected);
+}
