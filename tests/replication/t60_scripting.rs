@@ -914,6 +914,29 @@ fn monitor_on_the_leader_shows_what_a_replicated_script_ran() {
         "{}",
         tails[3]
     );
+    // A transaction shows as it runs: its commands when EXEC ran them, then
+    // EXEC; a discarded one only MULTI and DISCARD.
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["SET", "gone", "1"], "+QUEUED\r\n");
+    client.roundtrip(&["DISCARD"], "+OK\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["INCR", "{t}n"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*1\r\n:2\r\n");
+    let lines = monitor.read_lines(5);
+    let tails: Vec<&str> = lines
+        .iter()
+        .map(|line| line.split_once("] ").unwrap().1)
+        .collect();
+    assert_eq!(
+        tails,
+        [
+            "\"MULTI\"",
+            "\"DISCARD\"",
+            "\"MULTI\"",
+            "\"INCR\" \"{t}n\"",
+            "\"EXEC\""
+        ]
+    );
     // The follower applied both entries but was sent neither command.
     group.wait_applied(
         field(&group, leader, "raft_last_applied"),

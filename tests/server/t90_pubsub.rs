@@ -453,3 +453,43 @@ fn monitor_shows_the_commands_a_script_runs_as_the_lua_client() {
     assert_eq!(tails[3], "[3 lua] \"INCR\" \"k\"");
     assert!(tails[4].ends_with("] \"GET\" \"k\""), "{}", tails[4]);
 }
+
+/// As Redis 7, which shows a command once it has run: commands queued in
+/// MULTI show when EXEC runs them, then EXEC; a discarded transaction shows
+/// only MULTI and DISCARD; SELECT inside a transaction moves the later lines
+/// to its database.
+#[test]
+fn monitor_shows_a_transaction_as_it_runs() {
+    let server = Server::start(&[]);
+    let mut monitor = Raw::connect(server.port);
+    monitor.roundtrip(&["MONITOR"], "+OK\r\n");
+    let mut client = Raw::connect(server.port);
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["SET", "k", "1"], "+QUEUED\r\n");
+    client.roundtrip(&["DISCARD"], "+OK\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["SET", "k", "1"], "+QUEUED\r\n");
+    client.roundtrip(&["SELECT", "2"], "+QUEUED\r\n");
+    client.roundtrip(&["INCR", "k"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*3\r\n+OK\r\n+OK\r\n:1\r\n");
+    let lines = monitor.read_lines(7);
+    let tails: Vec<&str> = lines
+        .iter()
+        .map(|line| line.split_once(' ').unwrap().1)
+        .map(|tail| tail.split_once("] ").unwrap().1)
+        .collect();
+    assert_eq!(
+        tails,
+        [
+            "\"MULTI\"",
+            "\"DISCARD\"",
+            "\"MULTI\"",
+            "\"SET\" \"k\" \"1\"",
+            "\"SELECT\" \"2\"",
+            "\"INCR\" \"k\"",
+            "\"EXEC\"",
+        ]
+    );
+    assert!(lines[5].contains(" [2 127.0.0.1:"), "{}", lines[5]);
+    assert!(lines[4].contains(" [0 127.0.0.1:"), "{}", lines[4]);
+}

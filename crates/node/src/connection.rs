@@ -657,7 +657,9 @@ fn execute_request<'a>(
         return Flow::Continue;
     }
     if spec.name == "exec" {
+        let monitored = session::exec_for_monitors(shared, session);
         let reply = exec(shared, session, store, now_ms);
+        session::feed_exec(shared, session, monitored, arguments, &reply);
         session.reply(output, &reply);
         return Flow::Continue;
     }

@@ -203,7 +203,9 @@ async fn run(
                 continue;
             }
             if spec.name == "exec" {
+                let monitored = session::exec_for_monitors(shared, session);
                 let reply = exec(shared, route, session).await;
+                session::feed_exec(shared, session, monitored, &arguments, &reply);
                 session.reply(output, &reply);
                 continue;
             }

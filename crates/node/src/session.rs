@@ -354,6 +354,22 @@ pub fn is_script_call(spec: &CommandSpec) -> bool {
 /// the cluster's own plumbing (SLOTRAFT ...), nor commands Redis keeps from
 /// monitors, except the script calls it shows.
 pub fn feed_monitors(shared: &Shared, session: &Session, spec: &CommandSpec, arguments: &[Bytes]) {
+    // As Redis 7, which shows a command once it has run: a command queued
+    // in MULTI shows when EXEC runs it, and EXEC after the commands
+    // ([`feed_exec`]).
+    if queues(session, spec) || spec.name == "exec" {
+        return;
+    }
+    feed_monitor_line(shared, session.db, session, spec, arguments);
+}
+
+fn feed_monitor_line(
+    shared: &Shared,
+    db: usize,
+    session: &Session,
+    spec: &CommandSpec,
+    arguments: &[Bytes],
+) {
     if !shared.pubsub.monitoring() || spec.name.starts_with("slotraft") {
         return;
     }
@@ -362,11 +378,66 @@ pub fn feed_monitors(shared: &Shared, session: &Session, spec: &CommandSpec, arg
     }
     let line = crate::pubsub::monitor_line(
         clock::unix_micros(),
-        session.db,
+        db,
         &session.client.peer.to_string(),
         arguments,
     );
     shared.pubsub.feed_monitors(line);
+}
+
+/// What MONITOR is to show of an EXEC about to run: the database and the
+/// queued commands, taken before EXEC consumes the transaction (`None` while
+/// nobody monitors).
+pub struct ExecForMonitors {
+    db: usize,
+    queued: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+}
+
+pub fn exec_for_monitors(shared: &Shared, session: &Session) -> Option<ExecForMonitors> {
+    if !shared.pubsub.monitoring() {
+        return None;
+    }
+    Some(ExecForMonitors {
+        db: session.db,
+        queued: session
+            .multi
+            .as_ref()
+            .map(|transaction| transaction.queued.clone())
+            .unwrap_or_default(),
+    })
+}
+
+/// Feeds an EXEC that has run to the monitors: the queued commands when it
+/// ran them (its reply is their array; a refused or aborted EXEC ran none),
+/// each in the database it ran in, then EXEC itself.
+pub fn feed_exec(
+    shared: &Shared,
+    session: &Session,
+    exec: Option<ExecForMonitors>,
+    arguments: &[Bytes],
+    reply: &Frame,
+) {
+    let Some(exec) = exec else {
+        return;
+    };
+    let mut db = exec.db;
+    if matches!(reply, Frame::Array(_)) {
+        for (queued, spec) in &exec.queued {
+            feed_monitor_line(shared, db, session, spec, queued);
+            if spec.name == "select" {
+                if let Some(index) = queued
+                    .get(1)
+                    .and_then(|index| keyspace::args::parse_i64(index).ok())
+                    .and_then(|index| usize::try_from(index).ok())
+                {
+                    db = index;
+                }
+            }
+        }
+    }
+    if let Some(spec) = keyspace::commands::lookup(&arguments[0]) {
+        feed_monitor_line(shared, session.db, session, spec, arguments);
+    }
 }
 
 pub fn subscribed_refusal(
