@@ -422,8 +422,9 @@ fn monitor_shows_commands_quoted_with_passwords_redacted() {
 }
 
 /// As Redis 7: the script command comes first, then each command the script
-/// ran as the Lua client (`[<db> lua]`, in the script's database at the
-/// time); a command the script was refused is not shown.
+/// ran as the Lua client (`[<db> lua]`, in the database selected after it
+/// ran, as Redis feeds a command once it has run); a command the script was
+/// refused is not shown.
 #[test]
 fn monitor_shows_the_commands_a_script_runs_as_the_lua_client() {
     let server = Server::start(&[]);
@@ -449,15 +450,15 @@ fn monitor_shows_the_commands_a_script_runs_as_the_lua_client() {
     assert!(tails[0].starts_with("[0 127.0.0.1:"), "{}", tails[0]);
     assert!(tails[0].contains("] \"EVAL\" "), "{}", tails[0]);
     assert_eq!(tails[1], "[0 lua] \"SET\" \"k\" \"v\"");
-    assert_eq!(tails[2], "[0 lua] \"SELECT\" \"3\"");
+    assert_eq!(tails[2], "[3 lua] \"SELECT\" \"3\"");
     assert_eq!(tails[3], "[3 lua] \"INCR\" \"k\"");
     assert!(tails[4].ends_with("] \"GET\" \"k\""), "{}", tails[4]);
 }
 
 /// As Redis 7, which shows a command once it has run: commands queued in
 /// MULTI show when EXEC runs them, then EXEC; a discarded transaction shows
-/// only MULTI and DISCARD; SELECT inside a transaction moves the later lines
-/// to its database.
+/// only MULTI and DISCARD; SELECT inside a transaction moves its own and the
+/// later lines to its database.
 #[test]
 fn monitor_shows_a_transaction_as_it_runs() {
     let server = Server::start(&[]);
@@ -490,6 +491,7 @@ fn monitor_shows_a_transaction_as_it_runs() {
             "\"EXEC\"",
         ]
     );
+    assert!(lines[3].contains(" [0 127.0.0.1:"), "{}", lines[3]);
+    assert!(lines[4].contains(" [2 127.0.0.1:"), "{}", lines[4]);
     assert!(lines[5].contains(" [2 127.0.0.1:"), "{}", lines[5]);
-    assert!(lines[4].contains(" [0 127.0.0.1:"), "{}", lines[4]);
 }

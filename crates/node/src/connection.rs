@@ -659,7 +659,7 @@ fn execute_request<'a>(
     if spec.name == "exec" {
         let monitored = session::exec_for_monitors(shared, session);
         let reply = exec(shared, session, store, now_ms);
-        session::feed_exec(shared, session, monitored, arguments, &reply);
+        session::feed_exec(shared, session, monitored, spec, arguments, &reply);
         session.reply(output, &reply);
         return Flow::Continue;
     }

@@ -496,7 +496,6 @@ impl PubSub {
         lock(&self.patterns).len()
     }
 
-    /// Removes every subscription of a closing connection.
     /// MONITOR: `subscriber` gets a line for every command from now on.
     pub fn add_monitor(&self, subscriber: &Arc<Subscriber>) {
         let mut monitors = lock(&self.monitors);
@@ -530,6 +529,7 @@ impl PubSub {
         }
     }
 
+    /// Removes every subscription of a closing connection.
     pub fn forget(&self, client: u64, subscriptions: &Subscriptions) {
         if subscriptions.monitor {
             self.remove_monitor(client);
@@ -921,9 +921,6 @@ async fn forward_loop(
     }
 }
 
-/// A MONITOR line for a command a client sent: `+<seconds>.<micros> [<db>
-/// <address>] "arg" ...`, each argument quoted as Redis quotes it, passwords
-/// redacted.
 /// Shows the commands scripts ran to the monitors, as Redis shows its Lua
 /// client: `[<db> lua]`.
 pub fn feed_script_calls(pubsub: &PubSub, calls: Vec<(usize, Vec<Bytes>)>) {
@@ -940,6 +937,9 @@ pub fn feed_script_calls(pubsub: &PubSub, calls: Vec<(usize, Vec<Bytes>)>) {
     }
 }
 
+/// A MONITOR line for a command a client sent: `+<seconds>.<micros> [<db>
+/// <address>] "arg" ...`, each argument quoted as Redis quotes it, passwords
+/// redacted.
 pub fn monitor_line(now_micros: u64, db: usize, peer: &str, arguments: &[Bytes]) -> BytesMut {
     use std::fmt::Write as _;
     let mut text = String::with_capacity(64);

@@ -205,7 +205,7 @@ async fn run(
             if spec.name == "exec" {
                 let monitored = session::exec_for_monitors(shared, session);
                 let reply = exec(shared, route, session).await;
-                session::feed_exec(shared, session, monitored, &arguments, &reply);
+                session::feed_exec(shared, session, monitored, spec, &arguments, &reply);
                 session.reply(output, &reply);
                 continue;
             }
@@ -781,21 +781,20 @@ fn read(
     spec: &CommandSpec,
     arguments: &[Bytes],
 ) -> Frame {
-    if spec.group != "scripting" {
-        return replication::serve::read(
-            state,
-            now_ms,
-            session.db,
-            session.protocol,
-            spec,
-            arguments,
-        );
+    // A script's commands are shown to monitors (read paths take no log
+    // entry, so nothing else collects them).
+    let scripting = spec.group == "scripting";
+    if scripting {
+        state.keyspace.record_script_calls = crate::pubsub::registry().monitoring();
     }
-    let pubsub = crate::pubsub::registry();
-    state.keyspace.record_script_calls = pubsub.monitoring();
     let reply =
         replication::serve::read(state, now_ms, session.db, session.protocol, spec, arguments);
-    crate::pubsub::feed_script_calls(&pubsub, state.keyspace.take_script_calls());
+    if scripting {
+        crate::pubsub::feed_script_calls(
+            &crate::pubsub::registry(),
+            state.keyspace.take_script_calls(),
+        );
+    }
     reply
 }
 

@@ -343,8 +343,6 @@ pub fn execute(
     (Some(reply), Flow::Continue)
 }
 
-/// What a RESP2 connection in subscribed mode may not run, and PING's reply
-/// there; `None` when the command runs as usual.
 /// EVAL, EVALSHA, FCALL and their read-only forms.
 pub fn is_script_call(spec: &CommandSpec) -> bool {
     spec.name.starts_with("eval") || spec.name.starts_with("fcall")
@@ -409,11 +407,12 @@ pub fn exec_for_monitors(shared: &Shared, session: &Session) -> Option<ExecForMo
 
 /// Feeds an EXEC that has run to the monitors: the queued commands when it
 /// ran them (its reply is their array; a refused or aborted EXEC ran none),
-/// each in the database it ran in, then EXEC itself.
+/// each in the database selected after it ran, then EXEC itself.
 pub fn feed_exec(
     shared: &Shared,
     session: &Session,
     exec: Option<ExecForMonitors>,
+    spec: &CommandSpec,
     arguments: &[Bytes],
     reply: &Frame,
 ) {
@@ -421,10 +420,9 @@ pub fn feed_exec(
         return;
     };
     let mut db = exec.db;
-    if matches!(reply, Frame::Array(_)) {
-        for (queued, spec) in &exec.queued {
-            feed_monitor_line(shared, db, session, spec, queued);
-            if spec.name == "select" {
+    if let Frame::Array(replies) = reply {
+        for ((queued, queued_spec), queued_reply) in exec.queued.iter().zip(replies) {
+            if queued_spec.name == "select" && matches!(queued_reply, Frame::Simple(_)) {
                 if let Some(index) = queued
                     .get(1)
                     .and_then(|index| keyspace::args::parse_i64(index).ok())
@@ -433,13 +431,14 @@ pub fn feed_exec(
                     db = index;
                 }
             }
+            feed_monitor_line(shared, db, session, queued_spec, queued);
         }
     }
-    if let Some(spec) = keyspace::commands::lookup(&arguments[0]) {
-        feed_monitor_line(shared, session.db, session, spec, arguments);
-    }
+    feed_monitor_line(shared, session.db, session, spec, arguments);
 }
 
+/// What a RESP2 connection in subscribed mode may not run, and PING's reply
+/// there; `None` when the command runs as usual.
 pub fn subscribed_refusal(
     session: &Session,
     spec: &CommandSpec,

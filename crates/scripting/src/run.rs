@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use keyspace::command::{flags, Handler};
 use keyspace::{Context, Keyspace, Rng};
 use mlua::{Function, Lua, MultiValue, Value};
@@ -398,54 +398,30 @@ struct CallArguments(Result<Vec<Bytes>, &'static str>);
 
 const BAD_ARGUMENT: &str = "Lua redis lib command arguments must be strings or integers";
 
-/// An argument's bytes as Redis passes them: strings as they are, integral
-/// numbers in decimal, others with 17 significant digits.
-enum Word<'a> {
-    Text(&'a [u8]),
-    Number(f64),
-}
-
-fn push_word(buffer: &mut BytesMut, word: Word<'_>) {
-    match word {
-        Word::Text(bytes) => buffer.extend_from_slice(bytes),
-        Word::Number(number) => {
-            // An integral value within i64 (not -0) as an integer, as the
-            // Lua binding reads numbers.
-            let integral = number.fract() == 0.0
-                && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&number)
-                && ((number as i64) as f64).to_bits() == number.to_bits();
-            if integral {
-                buffer.extend_from_slice(resp::format_i64(number as i64, &mut [0; 20]));
-            } else {
-                buffer.extend_from_slice(number_argument(number).as_bytes());
-            }
-        }
-    }
-}
-
-/// One argument as its own bytes (`scratch` holds a number's text).
-fn word_bytes(scratch: &mut BytesMut, word: Word<'_>) -> Bytes {
-    match word {
-        Word::Text(bytes) => Bytes::copy_from_slice(bytes),
-        number => {
-            scratch.clear();
-            push_word(scratch, number);
-            Bytes::copy_from_slice(scratch)
-        }
+/// A number argument as Redis passes it: an integral value within i64 (not
+/// -0) in decimal, as the Lua binding reads numbers; others with 17
+/// significant digits.
+fn number_word(number: f64) -> Bytes {
+    let integral = number.fract() == 0.0
+        && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&number)
+        && ((number as i64) as f64).to_bits() == number.to_bits();
+    if integral {
+        Bytes::copy_from_slice(resp::format_i64(number as i64, &mut [0; 20]))
+    } else {
+        Bytes::from(number_argument(number))
     }
 }
 
 impl mlua::FromLuaMulti for CallArguments {
     fn from_lua_multi(values: MultiValue, _lua: &Lua) -> mlua::Result<Self> {
-        let mut scratch = BytesMut::new();
         let mut words = Vec::with_capacity(values.len());
         for value in &values {
             let word = match value {
-                Value::String(text) => word_bytes(&mut scratch, Word::Text(&text.as_bytes())),
+                Value::String(text) => Bytes::copy_from_slice(&text.as_bytes()),
                 Value::Integer(number) => {
                     Bytes::copy_from_slice(resp::format_i64(*number, &mut [0; 20]))
                 }
-                Value::Number(number) => word_bytes(&mut scratch, Word::Number(*number)),
+                Value::Number(number) => number_word(*number),
                 _ => return Ok(CallArguments(Err(BAD_ARGUMENT))),
             };
             words.push(word);
@@ -462,7 +438,6 @@ impl mlua::FromLuaMulti for CallArguments {
         use mlua::ffi;
         let state = lua.state();
         let mut words = Vec::with_capacity(count.max(0) as usize);
-        let mut scratch = BytesMut::new();
         for offset in 0..count {
             let index = offset - count;
             // SAFETY: `index` names one of the `count` arguments on top of
@@ -474,11 +449,9 @@ impl mlua::FromLuaMulti for CallArguments {
                         let mut length = 0usize;
                         let pointer = ffi::lua_tolstring(state, index, &mut length);
                         let bytes = std::slice::from_raw_parts(pointer as *const u8, length);
-                        word_bytes(&mut scratch, Word::Text(bytes))
+                        Bytes::copy_from_slice(bytes)
                     }
-                    ffi::LUA_TNUMBER => {
-                        word_bytes(&mut scratch, Word::Number(ffi::lua_tonumber(state, index)))
-                    }
+                    ffi::LUA_TNUMBER => number_word(ffi::lua_tonumber(state, index)),
                     _ => return Ok(CallArguments(Err(BAD_ARGUMENT))),
                 }
             };
@@ -536,26 +509,19 @@ fn call_command(
     }
     let resp3 = control.resp.load(Ordering::SeqCst) == 3;
     let reply = match spec.name {
-        // Commands a script runs are shown by MONITOR (as `[db lua]`) when
-        // they execute, not when they are refused before (as in Redis).
-        "time" | "ping" | "echo" | "select" if spec.name != "ping" || words.len() <= 2 => {
-            state.keyspace.note_script_call(state.context.db, &words);
-            match spec.name {
-                "time" => {
-                    let now_ms = state.context.now_ms;
-                    Frame::Array(vec![
-                        Frame::bulk((now_ms / 1000).to_string()),
-                        Frame::bulk(((now_ms % 1000) * 1000).to_string()),
-                    ])
-                }
-                "ping" => match words.get(1) {
-                    Some(message) => Frame::Bulk(message.clone()),
-                    None => Frame::simple("PONG"),
-                },
-                "echo" => Frame::Bulk(words[1].clone()),
-                _ => select(state, &words[1]),
-            }
+        "time" => {
+            let now_ms = state.context.now_ms;
+            Frame::Array(vec![
+                Frame::bulk((now_ms / 1000).to_string()),
+                Frame::bulk(((now_ms % 1000) * 1000).to_string()),
+            ])
         }
+        "ping" if words.len() <= 2 => match words.get(1) {
+            Some(message) => Frame::Bulk(message.clone()),
+            None => Frame::simple("PONG"),
+        },
+        "echo" => Frame::Bulk(words[1].clone()),
+        "select" => select(state, &words[1]),
         "publish" | "spublish" => {
             // Delivered by the node once the script is done (by the leader
             // alone on a shard). The receiver count would differ between
@@ -575,7 +541,6 @@ fn call_command(
                     return failure("Script attempted to access a non local key in a cluster node");
                 }
             }
-            state.keyspace.note_script_call(state.context.db, &words);
             state
                 .keyspace
                 .publish_from_script(words[1].clone(), words[2].clone(), shard);
@@ -623,7 +588,6 @@ fn call_command(
             } else {
                 Protocol::Resp2
             };
-            state.keyspace.note_script_call(context.db, &words);
             let reply = state.keyspace.execute(spec, context, &words);
             // A blocking command called from a script never blocks: it has
             // answered as if its timeout had passed.
@@ -632,6 +596,10 @@ fn call_command(
             reply
         }
     };
+    // MONITOR shows a command the script ran (as `[db lua]`, in the database
+    // it leaves selected), after it ran, as Redis does; refused ones returned
+    // above.
+    state.keyspace.note_script_call(state.context.db, &words);
     match reply {
         Frame::Error(text) => {
             let mut line = b"-".to_vec();
