@@ -1271,9 +1271,13 @@ mod slot_state_tests {
         assert_eq!(h.run(&["SET", "other", "p"]), Frame::OK);
         assert_eq!(h.run(&["GET", "other"]), bulk("p"));
         assert_eq!(h.run(&["SET", "{t}x", "1"]), Frame::OK);
-        // Keyless writes would reach into the frozen slot: refused.
+        // Flushes would reach into the frozen slot: refused. Keyless writes
+        // that touch no key run (a reshard must not stall SCRIPT LOAD).
         assert_eq!(h.run(&["FLUSHALL"]), tryagain());
         assert_eq!(h.run(&["FLUSHDB"]), tryagain());
+        for words in [&["SCRIPT", "FLUSH"][..], &["FUNCTION", "FLUSH"]] {
+            assert_ne!(h.run(words), tryagain(), "{words:?}");
+        }
         assert_eq!(h.run(&["EXISTS", "{s}a"]), Frame::Integer(1));
 
         // Back to serving: writes run again.
