@@ -10,6 +10,7 @@
 
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
+use std::sync::Arc;
 
 /// Keys up to this long live inside the node: one allocation per key, and a lookup
 /// compares bytes already in the cache line it loaded.
@@ -52,6 +53,33 @@ struct Node<V> {
     next: Option<Box<Node<V>>>,
 }
 
+/// One bucket's chain. Dropped and cloned iteratively, so a long chain never
+/// recurses.
+struct Bucket<V>(Option<Box<Node<V>>>);
+
+impl<V: Clone> Clone for Bucket<V> {
+    fn clone(&self) -> Self {
+        Bucket(clone_chain(&self.0))
+    }
+}
+
+impl<V> Drop for Bucket<V> {
+    fn drop(&mut self) {
+        let mut node = self.0.take();
+        while let Some(mut current) = node {
+            node = current.next.take();
+        }
+    }
+}
+
+/// Buckets per page: the unit that clones share and that a write after a clone
+/// copies (see [`Dict`]'s `Clone`).
+const PAGE_SHIFT: u32 = 8;
+const PAGE_BUCKETS: usize = 1 << PAGE_SHIFT;
+const PAGE_MASK: usize = PAGE_BUCKETS - 1;
+
+type Page<V> = Arc<[Bucket<V>]>;
+
 /// Outcome of [`Dict::get_mut_unless`].
 pub enum Lookup<'a, V> {
     Found(&'a mut V),
@@ -60,8 +88,16 @@ pub enum Lookup<'a, V> {
 }
 
 /// A hash map from byte-string keys to `V` with a resize-proof scan cursor.
+///
+/// The bucket array is cut into pages of [`PAGE_BUCKETS`] buckets (one page
+/// holding the whole array while it is smaller), each behind an `Arc`: a clone
+/// shares every page, and the first write to a shared page copies that page
+/// alone (its chains, keys and values). That is what lets a snapshot take a
+/// consistent copy of the keyspace in time proportional to the page count,
+/// while writes go on.
 pub struct Dict<V> {
-    buckets: Vec<Option<Box<Node<V>>>>,
+    pages: Vec<Page<V>>,
+    bucket_count: usize,
     len: usize,
     hash_key: (u64, u64),
 }
@@ -69,10 +105,49 @@ pub struct Dict<V> {
 /// Smallest table allocated once the first key arrives.
 const INITIAL_BUCKETS: usize = 4;
 
-impl<V> Dict<V> {
+/// Empty pages for a table of `bucket_count` buckets (a power of two).
+fn empty_pages<V>(bucket_count: usize) -> Vec<Page<V>> {
+    let per_page = bucket_count.min(PAGE_BUCKETS);
+    let pages = bucket_count / per_page.max(1);
+    (0..pages)
+        .map(|_| (0..per_page).map(|_| Bucket(None)).collect())
+        .collect()
+}
+
+/// Hands every node of `page` to `each`: moved out when nothing else shares
+/// the page, copied when a clone still does.
+fn drain_page<V: Clone>(mut page: Page<V>, mut each: impl FnMut(Box<Node<V>>)) {
+    match Arc::get_mut(&mut page) {
+        Some(buckets) => {
+            for bucket in buckets {
+                let mut chain = bucket.0.take();
+                while let Some(mut node) = chain {
+                    chain = node.next.take();
+                    each(node);
+                }
+            }
+        }
+        None => {
+            for bucket in page.iter() {
+                let mut node = bucket.0.as_deref();
+                while let Some(current) = node {
+                    each(Box::new(Node {
+                        key: current.key.clone(),
+                        value: current.value.clone(),
+                        next: None,
+                    }));
+                    node = current.next.as_deref();
+                }
+            }
+        }
+    }
+}
+
+impl<V: Clone> Dict<V> {
     pub fn new(hash_key: (u64, u64)) -> Self {
         Dict {
-            buckets: Vec::new(),
+            pages: Vec::new(),
+            bucket_count: 0,
             len: 0,
             hash_key,
         }
@@ -88,7 +163,7 @@ impl<V> Dict<V> {
 
     /// Number of buckets (a power of two, or zero while empty).
     pub fn bucket_count(&self) -> usize {
-        self.buckets.len()
+        self.bucket_count
     }
 
     pub fn hash(&self, key: &[u8]) -> u64 {
@@ -98,29 +173,47 @@ impl<V> Dict<V> {
     }
 
     fn bucket_of(&self, key: &[u8]) -> usize {
-        (self.hash(key) as usize) & (self.buckets.len() - 1)
+        (self.hash(key) as usize) & (self.bucket_count - 1)
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<&V> {
-        if self.buckets.is_empty() {
-            return None;
-        }
-        let mut node = self.buckets[self.bucket_of(key)].as_deref();
+    fn head(&self, bucket: usize) -> Option<&Node<V>> {
+        self.pages[bucket >> PAGE_SHIFT][bucket & PAGE_MASK]
+            .0
+            .as_deref()
+    }
+
+    /// The chain of `bucket` for writing; copies its page first if a clone
+    /// shares it.
+    fn link_mut(&mut self, bucket: usize) -> &mut Option<Box<Node<V>>> {
+        &mut Arc::make_mut(&mut self.pages[bucket >> PAGE_SHIFT])[bucket & PAGE_MASK].0
+    }
+
+    fn find(&self, bucket: usize, key: &[u8]) -> Option<&Node<V>> {
+        let mut node = self.head(bucket);
         while let Some(current) = node {
             if current.key.as_slice() == key {
-                return Some(&current.value);
+                return Some(current);
             }
             node = current.next.as_deref();
         }
         None
     }
 
+    pub fn get(&self, key: &[u8]) -> Option<&V> {
+        if self.bucket_count == 0 {
+            return None;
+        }
+        self.find(self.bucket_of(key), key).map(|node| &node.value)
+    }
+
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
-        if self.buckets.is_empty() {
+        if self.bucket_count == 0 {
             return None;
         }
         let bucket = self.bucket_of(key);
-        let mut node = self.buckets[bucket].as_deref_mut();
+        // Look first, so a miss never copies a shared page.
+        self.find(bucket, key)?;
+        let mut node = self.link_mut(bucket).as_deref_mut();
         while let Some(current) = node {
             if current.key.as_slice() == key {
                 return Some(&mut current.value);
@@ -137,13 +230,13 @@ impl<V> Dict<V> {
         key: &[u8],
         remove_if: impl FnOnce(&V) -> bool,
     ) -> Lookup<'_, V> {
-        if self.buckets.is_empty() {
+        if self.bucket_count == 0 {
             return Lookup::Missing;
         }
         let bucket = self.bucket_of(key);
         let mut depth = 0;
         let mut verdict = None;
-        let mut node = self.buckets[bucket].as_deref();
+        let mut node = self.head(bucket);
         while let Some(current) = node {
             if current.key.as_slice() == key {
                 verdict = Some(remove_if(&current.value));
@@ -159,7 +252,7 @@ impl<V> Dict<V> {
                 None => Lookup::Missing,
             },
             Some(false) => {
-                let mut node = self.buckets[bucket].as_deref_mut();
+                let mut node = self.link_mut(bucket).as_deref_mut();
                 for _ in 0..depth {
                     node = node.and_then(|current| current.next.as_deref_mut());
                 }
@@ -175,13 +268,13 @@ impl<V> Dict<V> {
     /// lookups that follows finds them in cache. The loads are independent, so the
     /// processor overlaps their cache misses instead of paying them one by one.
     pub fn prefetch<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) {
-        if self.buckets.is_empty() {
+        if self.bucket_count == 0 {
             return;
         }
         let mut heads = [None; 128];
         let mut count = 0;
         for key in keys.take(heads.len()) {
-            heads[count] = self.buckets[self.bucket_of(key)].as_deref();
+            heads[count] = self.head(self.bucket_of(key));
             count += 1;
         }
         let mut touched = 0usize;
@@ -207,12 +300,13 @@ impl<V> Dict<V> {
     /// Inserts a key known to be absent.
     pub fn insert_new(&mut self, key: &[u8], value: V) {
         debug_assert!(!self.contains_key(key));
-        if self.len >= self.buckets.len() {
-            self.resize((self.buckets.len() * 2).max(INITIAL_BUCKETS));
+        if self.len >= self.bucket_count {
+            self.resize((self.bucket_count * 2).max(INITIAL_BUCKETS));
         }
         let bucket = self.bucket_of(key);
-        let next = self.buckets[bucket].take();
-        self.buckets[bucket] = Some(Box::new(Node {
+        let link = self.link_mut(bucket);
+        let next = link.take();
+        *link = Some(Box::new(Node {
             key: KeyBytes::new(key),
             value,
             next,
@@ -222,11 +316,13 @@ impl<V> Dict<V> {
 
     /// Removes a key, returning its value.
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
-        if self.buckets.is_empty() {
+        if self.bucket_count == 0 {
             return None;
         }
         let bucket = self.bucket_of(key);
-        let mut link = &mut self.buckets[bucket];
+        // Look first, so a miss never copies a shared page.
+        self.find(bucket, key)?;
+        let mut link = self.link_mut(bucket);
         loop {
             match link {
                 None => return None,
@@ -243,22 +339,17 @@ impl<V> Dict<V> {
         }
     }
 
-    /// Drops every entry and releases the table.
+    /// Drops every entry and releases the table (pages a clone still shares
+    /// stay with the clone).
     pub fn clear(&mut self) {
-        // Unlink chains one node at a time so long chains never recurse in Drop.
-        for bucket in &mut self.buckets {
-            let mut node = bucket.take();
-            while let Some(mut current) = node {
-                node = current.next.take();
-            }
-        }
-        self.buckets = Vec::new();
+        self.pages = Vec::new();
+        self.bucket_count = 0;
         self.len = 0;
     }
 
     fn shrink_if_sparse(&mut self) {
         // Like Redis: shrink when under 10% full, never below the initial size.
-        if self.buckets.len() > INITIAL_BUCKETS && self.len * 10 < self.buckets.len() {
+        if self.bucket_count > INITIAL_BUCKETS && self.len * 10 < self.bucket_count {
             let target = self.len.max(INITIAL_BUCKETS).next_power_of_two();
             self.resize(target);
         }
@@ -266,16 +357,18 @@ impl<V> Dict<V> {
 
     fn resize(&mut self, bucket_count: usize) {
         debug_assert!(bucket_count.is_power_of_two());
-        let old = std::mem::take(&mut self.buckets);
-        self.buckets.resize_with(bucket_count, || None);
+        let old = std::mem::replace(&mut self.pages, empty_pages(bucket_count));
+        self.bucket_count = bucket_count;
         let mask = bucket_count - 1;
-        for mut chain in old {
-            while let Some(mut node) = chain {
-                chain = node.next.take();
+        // Old chains in bucket order, each from its head, every node pushed at
+        // the head of its new chain.
+        for page in old {
+            drain_page(page, |mut node| {
                 let bucket = (self.hash(node.key.as_slice()) as usize) & mask;
-                node.next = self.buckets[bucket].take();
-                self.buckets[bucket] = Some(node);
-            }
+                let link = self.link_mut(bucket);
+                node.next = link.take();
+                *link = Some(node);
+            });
         }
     }
 
@@ -289,14 +382,14 @@ impl<V> Dict<V> {
         max_buckets: usize,
         mut visit: impl FnMut(&[u8], &V),
     ) -> u64 {
-        if self.buckets.is_empty() {
+        if self.bucket_count == 0 {
             return 0;
         }
-        let mask = (self.buckets.len() - 1) as u64;
+        let mask = (self.bucket_count - 1) as u64;
         let mut seen = 0;
         let mut buckets_visited = 0;
         loop {
-            let mut node = self.buckets[(cursor & mask) as usize].as_deref();
+            let mut node = self.head((cursor & mask) as usize);
             while let Some(current) = node {
                 visit(current.key.as_slice(), &current.value);
                 seen += 1;
@@ -319,10 +412,10 @@ impl<V> Dict<V> {
         if self.len == 0 {
             return None;
         }
-        let mask = self.buckets.len() - 1;
+        let mask = self.bucket_count - 1;
         loop {
             let bucket = (random() as usize) & mask;
-            let Some(head) = self.buckets[bucket].as_deref() else {
+            let Some(head) = self.head(bucket) else {
                 continue;
             };
             let mut length = 0;
@@ -354,8 +447,8 @@ impl<V> Dict<V> {
     /// gives the original's exact layout (same buckets, same chain order).
     pub(crate) fn push_back_new(&mut self, key: &[u8], value: V) {
         debug_assert!(!self.contains_key(key));
-        if self.len >= self.buckets.len() {
-            self.resize_in_order((self.buckets.len() * 2).max(INITIAL_BUCKETS));
+        if self.len >= self.bucket_count {
+            self.resize_in_order((self.bucket_count * 2).max(INITIAL_BUCKETS));
         }
         let bucket = self.bucket_of(key);
         self.append(
@@ -389,8 +482,9 @@ impl<V> Dict<V> {
             _ => return Err(format!("bucket count {bucket_count} for {len} keys")),
         };
         if bucket_count == 0 {
-            self.buckets = Vec::new();
-        } else if bucket_count != self.buckets.len() {
+            self.pages = Vec::new();
+            self.bucket_count = 0;
+        } else if bucket_count != self.bucket_count {
             self.resize_in_order(bucket_count);
         }
         Ok(())
@@ -400,20 +494,19 @@ impl<V> Dict<V> {
     /// new chain in old table order (so chains keep their relative order).
     fn resize_in_order(&mut self, bucket_count: usize) {
         debug_assert!(bucket_count.is_power_of_two());
-        let old = std::mem::take(&mut self.buckets);
-        self.buckets.resize_with(bucket_count, || None);
-        for mut chain in old {
-            while let Some(mut node) = chain {
-                chain = node.next.take();
+        let old = std::mem::replace(&mut self.pages, empty_pages(bucket_count));
+        self.bucket_count = bucket_count;
+        for page in old {
+            drain_page(page, |node| {
                 let bucket = self.bucket_of(node.key.as_slice());
                 self.append(bucket, node);
-            }
+            });
         }
     }
 
     /// Links `node` (whose `next` is empty) at the tail of `bucket`'s chain.
     fn append(&mut self, bucket: usize, node: Box<Node<V>>) {
-        let mut link = &mut self.buckets[bucket];
+        let mut link = self.link_mut(bucket);
         while let Some(current) = link {
             link = &mut current.next;
         }
@@ -422,23 +515,29 @@ impl<V> Dict<V> {
 
     /// Every entry, in bucket order (deterministic for a given hash key and history).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &V)> {
-        self.buckets.iter().flat_map(|bucket| {
-            let mut node = bucket.as_deref();
-            std::iter::from_fn(move || {
-                let current = node?;
-                node = current.next.as_deref();
-                Some((current.key.as_slice(), &current.value))
+        self.pages
+            .iter()
+            .flat_map(|page| page.iter())
+            .flat_map(|bucket| {
+                let mut node = bucket.0.as_deref();
+                std::iter::from_fn(move || {
+                    let current = node?;
+                    node = current.next.as_deref();
+                    Some((current.key.as_slice(), &current.value))
+                })
             })
-        })
     }
 }
 
 /// Copies the table exactly: same hash key, bucket count and chain order, so the
-/// copy scans, picks and resizes as the original would.
+/// copy scans, picks and resizes as the original would. The copy shares every
+/// page with the original; whichever of the two writes to a page first copies
+/// that page, so a clone costs one reference per page, not a copy of the data.
 impl<V: Clone> Clone for Dict<V> {
     fn clone(&self) -> Self {
         Dict {
-            buckets: self.buckets.iter().map(clone_chain).collect(),
+            pages: self.pages.clone(),
+            bucket_count: self.bucket_count,
             len: self.len,
             hash_key: self.hash_key,
         }
@@ -460,12 +559,6 @@ fn clone_chain<V: Clone>(head: &Option<Box<Node<V>>>) -> Option<Box<Node<V>>> {
         node = current.next.as_deref();
     }
     copy
-}
-
-impl<V> Drop for Dict<V> {
-    fn drop(&mut self) {
-        self.clear();
-    }
 }
 
 #[cfg(test)]
@@ -527,6 +620,60 @@ mod tests {
         for index in 0..500 {
             assert!(seen.contains(&key(index)), "missed {index}");
         }
+    }
+
+    fn contents(dict: &Dict<u32>) -> Vec<(Vec<u8>, u32)> {
+        dict.iter()
+            .map(|(key, value)| (key.to_vec(), *value))
+            .collect()
+    }
+
+    /// A clone shares pages with the original; writes to either, including
+    /// resizes both ways, never show through to the other, and each keeps the
+    /// exact layout (iteration order) of a table with its own history.
+    #[test]
+    fn clones_share_pages_until_written() {
+        let mut original = Dict::new((7, 8));
+        for index in 0..3000 {
+            original.insert(&key(index), index);
+        }
+        let mut twin = Dict::new((7, 8));
+        for index in 0..3000 {
+            twin.insert(&key(index), index);
+        }
+        let copy = original.clone();
+        let frozen = contents(&copy);
+        assert_eq!(frozen, contents(&original));
+        // Writes in place, inserts that grow the table, removals that shrink it.
+        for dict in [&mut original, &mut twin] {
+            *dict.get_mut(&key(5)).unwrap() = 500;
+            assert!(dict.get_mut(&key(99_999)).is_none());
+            for index in 3000..9000 {
+                dict.insert(&key(index), index);
+            }
+            for index in 0..8990 {
+                if index != 5 {
+                    dict.remove(&key(index));
+                }
+            }
+        }
+        assert_eq!(contents(&copy), frozen, "the clone never changed");
+        assert_eq!(copy.bucket_count(), 4096);
+        assert_eq!(
+            contents(&original),
+            contents(&twin),
+            "same layout as unshared"
+        );
+        assert_eq!(original.bucket_count(), twin.bucket_count());
+        // And the other way round: the clone's writes leave the original alone.
+        let before = contents(&original);
+        let mut copy = copy;
+        copy.clear();
+        copy.insert(&key(1), 1);
+        assert_eq!(contents(&original), before);
+        let mut second = original.clone();
+        assert_eq!(second.remove(&key(5)), Some(500));
+        assert_eq!(original.get(&key(5)), Some(&500));
     }
 
     #[test]

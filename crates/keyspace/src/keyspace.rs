@@ -164,7 +164,9 @@ const LFU_INITIAL_COUNTER: u32 = 5;
 
 /// Cloning copies everything, table layouts included: the copy answers and
 /// changes exactly as the original would (the copy step of a snapshot, taken
-/// under a lock and serialized later).
+/// under a lock and serialized later). Key tables and slot indexes are shared
+/// copy-on-write (see [`crate::dict::Dict`]), so a clone costs one reference per
+/// page of 256 buckets and per slot, not a copy of the data.
 #[derive(Clone)]
 pub struct Keyspace {
     pub(crate) dbs: Vec<Db>,

@@ -1,16 +1,17 @@
-//! The per-slot key index of one database: for each of the 16384 hash slots, how
-//! many keys it holds and its keys in byte order, so CLUSTER COUNTKEYSINSLOT is
-//! O(1) and listing a slot's keys (CLUSTER GETKEYSINSLOT, moving a slot's keys to
-//! another shard in batches) never scans the whole database.
+//! The per-slot key index of one database: for each of the 16384 hash slots, its
+//! keys in byte order, so CLUSTER COUNTKEYSINSLOT is O(1) and listing a slot's
+//! keys (CLUSTER GETKEYSINSLOT, moving a slot's keys to another shard in
+//! batches) never scans the whole database.
 //!
-//! Each key is stored once, in one ordered set, prefixed with its slot as two
-//! big-endian bytes: byte order of the stored form is (slot, key) order, so the
-//! keys of one slot are one contiguous range. A cursor is simply the last key
-//! returned: the next batch starts strictly after it, and keys added or removed
-//! meanwhile never make a walk skip a key that was present throughout.
+//! Each slot's keys are one ordered set behind an `Arc` (absent while the slot
+//! holds none). A clone of the index (part of a snapshot's copy of the
+//! keyspace) shares every set; the first change to a slot afterwards copies that
+//! slot's set alone. A cursor is simply the last key returned: the next batch
+//! starts strictly after it, and keys added or removed meanwhile never make a
+//! walk skip a key that was present throughout.
 //!
-//! Cost: per key one allocation of key length + 2 bytes plus its share of B-tree
-//! nodes (about 20–30 bytes), and a fixed 64 KB of counters per database.
+//! Cost: per key one allocation of its length plus its share of B-tree nodes
+//! (about 20–30 bytes), and a fixed 128 KB of set pointers per database.
 //!
 //! **Architecture Invariant:** when a database has an index, it holds exactly the
 //! database's stored keys (expired ones not reclaimed yet included, as DBSIZE
@@ -19,14 +20,17 @@
 use bytes::Bytes;
 use cluster::{key_slot, SLOTS};
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+type SlotKeys = Arc<BTreeSet<Box<[u8]>>>;
 
 /// See the module documentation.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SlotIndex {
-    /// Keys stored as (slot in 2 big-endian bytes, key bytes).
-    keys: BTreeSet<Box<[u8]>>,
-    /// Keys per slot.
-    counts: Box<[u32]>,
+    /// The keys of each slot; None for a slot without keys.
+    slots: Box<[Option<SlotKeys>]>,
+    /// Keys indexed, over all slots.
+    len: usize,
 }
 
 impl Default for SlotIndex {
@@ -39,24 +43,17 @@ impl std::fmt::Debug for SlotIndex {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("SlotIndex")
-            .field("keys", &self.keys.len())
+            .field("keys", &self.len)
             .finish()
     }
-}
-
-fn prefixed(slot: u16, key: &[u8]) -> Box<[u8]> {
-    let mut stored = Vec::with_capacity(key.len() + 2);
-    stored.extend_from_slice(&slot.to_be_bytes());
-    stored.extend_from_slice(key);
-    stored.into_boxed_slice()
 }
 
 impl SlotIndex {
     /// An empty index.
     pub fn new() -> Self {
         SlotIndex {
-            keys: BTreeSet::new(),
-            counts: vec![0u32; SLOTS as usize].into_boxed_slice(),
+            slots: vec![None; SLOTS as usize].into_boxed_slice(),
+            len: 0,
         }
     }
 
@@ -71,9 +68,9 @@ impl SlotIndex {
 
     /// Records a key added to the database.
     pub fn insert(&mut self, key: &[u8]) {
-        let slot = key_slot(key);
-        if self.keys.insert(prefixed(slot, key)) {
-            self.counts[slot as usize] += 1;
+        let keys = self.slots[key_slot(key) as usize].get_or_insert_with(Default::default);
+        if Arc::make_mut(keys).insert(key.into()) {
+            self.len += 1;
         } else {
             debug_assert!(false, "slot index: key inserted twice");
         }
@@ -81,9 +78,20 @@ impl SlotIndex {
 
     /// Records a key removed from the database.
     pub fn remove(&mut self, key: &[u8]) {
-        let slot = key_slot(key);
-        if self.keys.remove(&prefixed(slot, key)) {
-            self.counts[slot as usize] -= 1;
+        let entry = &mut self.slots[key_slot(key) as usize];
+        let removed = match entry {
+            Some(keys) if keys.contains(key) => {
+                let keys = Arc::make_mut(keys);
+                keys.remove(key);
+                if keys.is_empty() {
+                    *entry = None;
+                }
+                true
+            }
+            _ => false,
+        };
+        if removed {
+            self.len -= 1;
         } else {
             debug_assert!(false, "slot index: removed key was not indexed");
         }
@@ -91,42 +99,41 @@ impl SlotIndex {
 
     /// Forgets every key.
     pub fn clear(&mut self) {
-        self.keys.clear();
-        self.counts.fill(0);
+        self.slots.fill(None);
+        self.len = 0;
     }
 
     /// Keys indexed, over all slots.
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.len == 0
     }
 
     /// Keys in `slot` (0 for a slot out of range).
     pub fn count(&self, slot: u16) -> usize {
-        self.counts
-            .get(slot as usize)
-            .map_or(0, |&count| count as usize)
+        match self.slots.get(slot as usize) {
+            Some(Some(keys)) => keys.len(),
+            _ => 0,
+        }
     }
 
     /// Up to `count` keys of `slot` in byte order, starting after `after` (from
     /// the first when None).
     pub fn keys(&self, slot: u16, after: Option<&[u8]>, count: usize) -> Vec<Bytes> {
         use std::ops::Bound;
-        if slot >= SLOTS || count == 0 {
+        let Some(Some(keys)) = self.slots.get(slot as usize) else {
             return Vec::new();
-        }
-        let start = match after {
-            Some(key) => Bound::Excluded(prefixed(slot, key)),
-            None => Bound::Included(prefixed(slot, b"")),
         };
-        let end = Bound::Excluded(prefixed(slot + 1, b""));
-        self.keys
-            .range::<Box<[u8]>, _>((start, end))
+        let start = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        keys.range::<[u8], _>((start, Bound::Unbounded))
             .take(count)
-            .map(|stored| Bytes::copy_from_slice(&stored[2..]))
+            .map(|stored| Bytes::copy_from_slice(stored))
             .collect()
     }
 
@@ -178,6 +185,22 @@ mod tests {
         index.clear();
         assert!(index.is_empty());
         assert_eq!(index.count(slot), 0);
+    }
+
+    /// A clone shares each slot's keys until either side changes that slot.
+    #[test]
+    fn clones_are_independent() {
+        let mut index = SlotIndex::from_keys(["{u}a", "{u}b", "foo"].iter().map(|k| k.as_bytes()));
+        let copy = index.clone();
+        index.insert(b"{u}c");
+        index.remove(b"foo");
+        let slot = key_slot(b"{u}a");
+        assert_eq!(copy.keys(slot, None, 10), bytes(&["{u}a", "{u}b"]));
+        assert_eq!(copy.count(12182), 1);
+        assert_eq!(copy.len(), 3);
+        assert_eq!(index.keys(slot, None, 10), bytes(&["{u}a", "{u}b", "{u}c"]));
+        assert_eq!(index.count(12182), 0);
+        assert!(index.matches(["{u}c", "{u}b", "{u}a"].iter().map(|k| k.as_bytes())));
     }
 
     #[test]

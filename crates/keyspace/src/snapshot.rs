@@ -1784,6 +1784,45 @@ mod tests {
             assert_round_trip(seed);
         }
 
+        /// A clone (the snapshot's copy step, copy-on-write) writes exactly
+        /// what the keyspace held when it was taken, however the keyspace
+        /// changes afterwards: writes in place, new keys that grow the tables,
+        /// deletions that shrink them, whole databases flushed.
+        #[test]
+        fn a_clone_keeps_its_moment(seed in any::<u64>()) {
+            let (mut keyspace, _) = random_keyspace(seed);
+            let before = to_bytes(&keyspace);
+            let copy = keyspace.clone();
+            let mut rng = Rng::new(seed ^ 0x5eed);
+            let mut context = Context::new(START_MS + 5, rng.next_u64());
+            for db in 0..keyspace.dbs().len() {
+                context.db = db;
+                let keys: Vec<String> = keyspace.dbs()[db]
+                    .entries()
+                    .map(|(key, _)| String::from_utf8_lossy(key).into_owned())
+                    .collect();
+                for key in &keys {
+                    let words: &[&str] = match rng.below(6) {
+                        0 => &["APPEND", key, "+"],
+                        1 => &["DEL", key],
+                        2 => &["PEXPIRE", key, "100000"],
+                        3 => &["HSET", key, "f", "changed"],
+                        4 => &["SADD", key, "new-member"],
+                        _ => &["LPUSH", key, "new-element"],
+                    };
+                    run(&mut keyspace, &mut context, words);
+                }
+                for index in 0..rng.below(3000) {
+                    run(&mut keyspace, &mut context, &["SET", &format!("new{index}"), "v"]);
+                }
+                if rng.below(3) == 0 {
+                    run(&mut keyspace, &mut context, &["FLUSHDB"]);
+                }
+            }
+            prop_assert_ne!(to_bytes(&keyspace), before.clone());
+            prop_assert_eq!(to_bytes(&copy), before);
+        }
+
         #[test]
         fn random_damage_is_refused(
             seed in 0u64..8,

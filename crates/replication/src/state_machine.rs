@@ -5,8 +5,10 @@
 //! time)`), so a new leader whose clock is behind never moves expiry backwards.
 //!
 //! Snapshots: [`StateMachine::get_snapshot_builder`] clones the keyspace under the
-//! lock (the copy-on-write step; writes wait only for the copy) and serializes the
-//! copy in the builder, off the apply path. A snapshot file is:
+//! lock and serializes the copy in the builder, off the apply path. The clone is
+//! copy-on-write (key tables share pages of 256 buckets, the slot index shares
+//! each slot's key set): writes wait for one reference per page, and a write to
+//! a page the builder still shares copies that page. A snapshot file is:
 //!
 //! ```text
 //! +-------------+-------------------+--------------------+-------------------------+
