@@ -7,6 +7,7 @@ mod t25_redis_rs;
 mod t30_dev;
 mod t40_reshard;
 mod t50_scale;
+mod t55_moves;
 mod t60_pubsub;
 mod t70_router;
 mod t75_router_cli;

@@ -692,19 +692,14 @@ impl Topology {
         Ok(next)
     }
 
-    /// Replaces `shard`'s replica on node `from` by one on node `to`, keeping
-    /// its place in the preference order. A recorded leader on `from` is
-    /// forgotten.
-    pub fn move_replica(&self, shard: u64, from: u64, to: u64) -> Result<Topology, String> {
+    /// Places a new replica of `shard` on node `to`, last in the preference
+    /// order: the first step of moving a replica (the node opens the group
+    /// and waits to be added to it as a learner).
+    pub fn add_replica(&self, shard: u64, to: u64) -> Result<Topology, String> {
         let info = self
             .shards
             .get(&shard)
             .ok_or_else(|| format!("unknown shard {shard}"))?;
-        let position = info
-            .replicas
-            .iter()
-            .position(|&node| node == from)
-            .ok_or_else(|| format!("node {from} holds no replica of shard {shard}"))?;
         if !self.nodes.contains_key(&to) {
             return Err(format!("unknown node {to}"));
         }
@@ -715,7 +710,37 @@ impl Topology {
         }
         let mut next = self.bumped();
         if let Some(info) = next.shards.get_mut(&shard) {
-            info.replicas[position] = to;
+            info.replicas.push(to);
+        }
+        Ok(next)
+    }
+
+    /// Replaces `shard`'s replica on node `from` by one on node `to`, keeping
+    /// its place in the preference order (`to` may already be placed by
+    /// [`Topology::add_replica`]; it then leaves its own place). A recorded
+    /// leader on `from` is forgotten.
+    pub fn move_replica(&self, shard: u64, from: u64, to: u64) -> Result<Topology, String> {
+        let info = self
+            .shards
+            .get(&shard)
+            .ok_or_else(|| format!("unknown shard {shard}"))?;
+        if !info.replicas.contains(&from) {
+            return Err(format!("node {from} holds no replica of shard {shard}"));
+        }
+        if !self.nodes.contains_key(&to) {
+            return Err(format!("unknown node {to}"));
+        }
+        if from == to {
+            return Err(format!(
+                "node {to} already holds a replica of shard {shard}"
+            ));
+        }
+        let mut next = self.bumped();
+        if let Some(info) = next.shards.get_mut(&shard) {
+            info.replicas.retain(|&node| node != to);
+            if let Some(place) = info.replicas.iter_mut().find(|node| **node == from) {
+                *place = to;
+            }
         }
         if next
             .leaders
@@ -724,6 +749,26 @@ impl Topology {
         {
             next.leaders.remove(&shard);
         }
+        Ok(next)
+    }
+
+    /// Makes node `to` a metadata voter in place of node `from` (after the
+    /// metadata group's Raft membership made the same change).
+    pub fn replace_metadata_voter(&self, from: u64, to: u64) -> Result<Topology, String> {
+        if !self.metadata_voters.contains(&from) {
+            return Err(format!("node {from} is not a metadata voter"));
+        }
+        if !self.nodes.contains_key(&to) {
+            return Err(format!("unknown node {to}"));
+        }
+        if self.metadata_voters.contains(&to) {
+            return Err(format!("node {to} is already a metadata voter"));
+        }
+        let mut next = self.bumped();
+        next.metadata_voters.retain(|&voter| voter != from);
+        next.metadata_voters.push(to);
+        next.metadata_voters.sort_unstable();
+        next.validate()?;
         Ok(next)
     }
 

@@ -562,12 +562,42 @@ fn move_replica_keeps_position() {
     assert!(!moved.leaders.contains_key(&2), "the leader left");
     assert_eq!(moved.leader_of(2), Some(4));
     moved.validate().unwrap();
-    assert!(topology
-        .move_replica(2, 2, 3)
-        .unwrap_err()
-        .contains("already holds"));
     assert!(topology.move_replica(2, 4, 1).is_err());
     assert!(topology.move_replica(2, 2, 9).is_err());
+    assert!(topology
+        .move_replica(2, 2, 2)
+        .unwrap_err()
+        .contains("already holds"));
+}
+
+/// A move in two steps: the new replica is placed last, then takes the
+/// leaving replica's place.
+#[test]
+fn a_replica_added_then_moved_takes_the_leavers_place() {
+    let topology = create(nodes(3), 3, 3).add_node(node(4, None)).unwrap();
+    let before = topology.shards[&2].replicas.clone();
+    let added = topology.add_replica(2, 4).unwrap();
+    assert_eq!(added.epoch, topology.epoch + 1);
+    let mut expected = before.clone();
+    expected.push(4);
+    assert_eq!(added.shards[&2].replicas, expected);
+    added.validate().unwrap();
+    assert!(added
+        .add_replica(2, 4)
+        .unwrap_err()
+        .contains("already holds"));
+    assert!(added.add_replica(9, 4).is_err());
+    assert!(added.add_replica(2, 9).is_err());
+    let leaving = before[1];
+    let moved = added.move_replica(2, leaving, 4).unwrap();
+    let mut expected = before.clone();
+    expected[1] = 4;
+    assert_eq!(moved.shards[&2].replicas, expected);
+    moved.validate().unwrap();
+    assert!(moved
+        .shards_hosted_by(leaving)
+        .iter()
+        .all(|&shard| shard != 2));
 }
 
 #[test]
@@ -582,4 +612,20 @@ fn large_cluster() {
     for id in 1..=50 {
         assert_eq!(topology.shards_hosted_by(id).len(), 120);
     }
+}
+
+#[test]
+fn a_metadata_voter_is_replaced_in_order() {
+    let topology = create(nodes(3), 3, 3).add_node(node(4, None)).unwrap();
+    assert_eq!(topology.metadata_voters, vec![1, 2, 3]);
+    let next = topology.replace_metadata_voter(1, 4).unwrap();
+    assert_eq!(next.metadata_voters, vec![2, 3, 4]);
+    assert_eq!(next.epoch, topology.epoch + 1);
+    assert!(next.replace_metadata_voter(1, 4).is_err());
+    assert!(next
+        .replace_metadata_voter(2, 3)
+        .unwrap_err()
+        .contains("already"));
+    assert!(next.replace_metadata_voter(2, 9).is_err());
+    assert!(topology.remove_node(1).is_err());
 }

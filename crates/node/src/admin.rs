@@ -4,6 +4,7 @@
 use crate::resp_client::call;
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
+use cluster::topology::METADATA_GROUP;
 use cluster::{NodeInfo, Topology};
 use resp::Frame;
 use std::collections::BTreeMap;
@@ -629,8 +630,10 @@ pub async fn add_node(new: &str, existing: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `slotraft cluster del-node EXISTING_HOST:PORT NODE_ID|NAME`: removes a
-/// node that holds no replicas and is not a metadata voter, then shuts it down.
+/// `slotraft cluster del-node EXISTING_HOST:PORT NODE_ID|NAME`: moves the
+/// node's replicas to the other nodes (each to the node holding fewest
+/// replicas among those without one of that shard), hands its metadata vote to
+/// a node without one, removes it from the cluster, then shuts it down.
 pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
     let topology = fetch_topology(existing).await?;
     let found = topology
@@ -639,15 +642,196 @@ pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
         .find(|info| info.name == node || info.id.to_string() == node)
         .cloned()
         .with_context(|| format!("no node {node} in the cluster"))?;
-    let id = found.id.to_string();
-    metadata_change(&topology, &[b"SLOTRAFT", b"REMOVE-NODE", id.as_bytes()]).await?;
     let address = format!("{}:{}", found.host, found.port);
+    if address == existing {
+        bail!("name another node of the cluster as EXISTING_HOST:PORT than the one leaving");
+    }
+    for shard in topology.shards_hosted_by(found.id) {
+        let topology = fetch_topology(existing).await?;
+        let target = least_loaded(&topology, found.id, |node| {
+            !topology.shards_hosted_by(node).contains(&shard)
+        })
+        .with_context(|| format!("no other node can take the replica of shard {shard}"))?;
+        move_replica(existing, shard, found.id, target).await?;
+    }
+    let topology = fetch_topology(existing).await?;
+    if topology.metadata_voters.contains(&found.id) {
+        let target = least_loaded(&topology, found.id, |node| {
+            !topology.metadata_voters.contains(&node)
+        })
+        .context("no other node can take the metadata vote")?;
+        replace_metadata_voter(existing, found.id, target).await?;
+    }
+    let topology = fetch_topology(existing).await?;
+    let id = found.id.to_string();
+    let epoch = metadata_change(&topology, &[b"SLOTRAFT", b"REMOVE-NODE", id.as_bytes()]).await?;
+    wait_adopted(existing, epoch).await?;
     // The node answers nothing after SHUTDOWN; a closed connection is success.
     let _ = call(&address, &[b"SHUTDOWN"]).await;
     println!(
         "[OK] Node {} ({address}) left the cluster and was shut down.",
         found.id
     );
+    Ok(())
+}
+
+/// Among the nodes other than `leaving` that `eligible` accepts, the one
+/// holding fewest replicas (lowest id first on ties).
+fn least_loaded(topology: &Topology, leaving: u64, eligible: impl Fn(u64) -> bool) -> Option<u64> {
+    topology
+        .nodes
+        .keys()
+        .copied()
+        .filter(|&node| node != leaving && eligible(node))
+        .min_by_key(|&node| (topology.shards_hosted_by(node).len(), node))
+}
+
+/// How long one voter replacement may take: the new replica receives the
+/// group's whole state first.
+const REPLACE_LIMIT: Duration = Duration::from_secs(600);
+
+/// Drives `SLOTRAFT REPLACE-VOTER` on the leader of `group` (starting at
+/// `first`) until its Raft membership has node `to` voting instead of `from`.
+async fn replace_voter(first: String, group: u64, from: u64, to: u64) -> anyhow::Result<()> {
+    let (group_text, from_text, to_text) = (group.to_string(), from.to_string(), to.to_string());
+    let arguments: [&[u8]; 5] = [
+        b"SLOTRAFT",
+        b"REPLACE-VOTER",
+        group_text.as_bytes(),
+        from_text.as_bytes(),
+        to_text.as_bytes(),
+    ];
+    let deadline = Instant::now() + REPLACE_LIMIT;
+    let mut last_step = String::new();
+    loop {
+        match leader_call(first.clone(), &arguments).await? {
+            Frame::Simple(_) => return Ok(()),
+            Frame::Error(text) if text.starts_with(b"TRYAGAIN") => {
+                let step = String::from_utf8_lossy(&text[b"TRYAGAIN ".len().min(text.len())..])
+                    .into_owned();
+                if step != last_step {
+                    println!("  {step}");
+                    last_step = step;
+                }
+            }
+            other => bail!("replacing node {from} by node {to} in group {group}: {other:?}"),
+        }
+        if Instant::now() > deadline {
+            bail!("node {to} did not join group {group} within {REPLACE_LIMIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `slotraft cluster move-replica EXISTING_HOST:PORT --shard S --from NODE
+/// --to NODE`: moves a shard's replica between nodes, online. The new node is
+/// placed in the topology (it opens the group and waits), added to the group
+/// as a Raft learner until it has caught up, made a voter in place of the
+/// leaving one (leadership first handed over if the leaving one leads), and
+/// only then is the topology changed, which makes the leaving node close its
+/// replica and delete its data. Rerunning after an interruption continues.
+pub async fn move_replica(existing: &str, shard: u64, from: u64, to: u64) -> anyhow::Result<()> {
+    let topology = fetch_topology(existing).await?;
+    let info = topology
+        .shards
+        .get(&shard)
+        .with_context(|| format!("no shard {shard} in the cluster"))?;
+    if !topology.nodes.contains_key(&to) {
+        bail!("no node {to} in the cluster");
+    }
+    if !info.replicas.contains(&from) {
+        if info.replicas.contains(&to) {
+            println!("[OK] Node {to} already holds the replica of shard {shard}.");
+            return Ok(());
+        }
+        bail!("node {from} holds no replica of shard {shard}");
+    }
+    let started = Instant::now();
+    println!(">>> Moving shard {shard}'s replica from node {from} to node {to}");
+    let (shard_text, from_text, to_text) = (shard.to_string(), from.to_string(), to.to_string());
+    if !info.replicas.contains(&to) {
+        let epoch = metadata_change(
+            &topology,
+            &[
+                b"SLOTRAFT",
+                b"ADD-REPLICA",
+                shard_text.as_bytes(),
+                to_text.as_bytes(),
+            ],
+        )
+        .await?;
+        wait_adopted(existing, epoch).await?;
+    }
+    replace_voter(shard_leader_address(&topology, shard)?, shard, from, to).await?;
+    let topology = fetch_topology(existing).await?;
+    let epoch = metadata_change(
+        &topology,
+        &[
+            b"SLOTRAFT",
+            b"MOVE-REPLICA",
+            shard_text.as_bytes(),
+            from_text.as_bytes(),
+            to_text.as_bytes(),
+        ],
+    )
+    .await?;
+    wait_adopted(existing, epoch).await?;
+    println!(
+        "[OK] Shard {shard}'s replica moved from node {from} to node {to} in {:.1}s.",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Makes node `to` a metadata voter in place of node `from`: `to` opens its
+/// metadata replica, the metadata group's membership changes as for a shard,
+/// then the topology records it. `from` no longer receives the metadata log,
+/// so the new topology is handed to it directly (it then closes its replica
+/// and follows the voters like any other node).
+pub async fn replace_metadata_voter(existing: &str, from: u64, to: u64) -> anyhow::Result<()> {
+    let topology = fetch_topology(existing).await?;
+    let to_address = node_address(&topology, to).with_context(|| format!("no node {to}"))?;
+    let from_address = node_address(&topology, from).with_context(|| format!("no node {from}"))?;
+    println!(">>> Handing node {from}'s metadata vote to node {to}");
+    let reply = call(&to_address, &[b"SLOTRAFT", b"OPEN-METADATA"]).await?;
+    expect_ok(reply, "opening the metadata replica")?;
+    let first = topology
+        .metadata_voters
+        .iter()
+        .find(|&&voter| voter != from)
+        .and_then(|&voter| node_address(&topology, voter))
+        .context("no other metadata voter")?;
+    replace_voter(first, METADATA_GROUP, from, to).await?;
+    let (from_text, to_text) = (from.to_string(), to.to_string());
+    let epoch = metadata_change(
+        &topology,
+        &[
+            b"SLOTRAFT",
+            b"REPLACE-METADATA-VOTER",
+            from_text.as_bytes(),
+            to_text.as_bytes(),
+        ],
+    )
+    .await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let current = loop {
+        let current = fetch_topology(&to_address).await?;
+        if current.epoch >= epoch {
+            break current;
+        }
+        if Instant::now() > deadline {
+            bail!("node {to} did not reach epoch {epoch}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let reply = call(
+        &from_address,
+        &[b"SLOTRAFT", b"BOOTSTRAP", &current.to_bytes()],
+    )
+    .await?;
+    expect_ok(reply, "handing the topology to the former voter")?;
+    wait_adopted(&to_address, epoch).await?;
+    println!("[OK] Node {to} votes in the metadata group instead of node {from}.");
     Ok(())
 }
 

@@ -172,6 +172,45 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             node.change_topology(|topology| topology.add_shard(shard))
                 .await
         }
+        "slotraft|add-replica" => {
+            let (Some(shard), Some(to)) = (number(&arguments[2]), number(&arguments[3])) else {
+                return Some(Frame::error("ERR invalid shard or node id"));
+            };
+            node.change_topology(|topology| topology.add_replica(shard, to))
+                .await
+        }
+        "slotraft|move-replica" => {
+            let (Some(shard), Some(from), Some(to)) = (
+                number(&arguments[2]),
+                number(&arguments[3]),
+                number(&arguments[4]),
+            ) else {
+                return Some(Frame::error("ERR invalid shard or node id"));
+            };
+            node.change_topology(|topology| topology.move_replica(shard, from, to))
+                .await
+        }
+        "slotraft|replace-metadata-voter" => {
+            let (Some(from), Some(to)) = (number(&arguments[2]), number(&arguments[3])) else {
+                return Some(Frame::error("ERR invalid node id"));
+            };
+            node.change_topology(|topology| topology.replace_metadata_voter(from, to))
+                .await
+        }
+        "slotraft|replace-voter" => {
+            let (Some(group), Some(from), Some(to)) = (
+                number(&arguments[2]),
+                number(&arguments[3]),
+                number(&arguments[4]),
+            ) else {
+                return Some(Frame::error("ERR invalid group or node id"));
+            };
+            node.replace_voter(group, from, to).await
+        }
+        "slotraft|open-metadata" => match node.open_metadata_learner().await {
+            Ok(()) => Frame::OK,
+            Err(error) => Frame::error_owned(format!("ERR {error}")),
+        },
         "slotraft|export" => export(node, arguments).await,
         "slotraft|import" => import(node, arguments).await,
         _ => return None,

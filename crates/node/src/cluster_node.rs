@@ -35,6 +35,10 @@ use tokio::sync::watch;
 
 use cluster::topology::METADATA_GROUP;
 
+/// How close (in log entries) a new learner must be to the leader's log before
+/// it is made a voter.
+const CAUGHT_UP_ENTRIES: u64 = 64;
+
 /// The reply for a slot no shard owns.
 pub const SLOT_NOT_SERVED: &str = "CLUSTERDOWN Hash slot not served";
 
@@ -279,8 +283,159 @@ impl ClusterNode {
                 self.write_state().shards.insert(shard.id, replica);
             }
         }
+        // Replicas the topology no longer places here have left their group
+        // (the admin changes Raft membership before the topology): close them.
+        let leaving: Vec<(u64, Arc<Replica>)> = self
+            .state()
+            .shards
+            .iter()
+            .filter(|(id, _)| {
+                topology
+                    .shards
+                    .get(id)
+                    .is_none_or(|shard| !shard.replicas.contains(&me))
+            })
+            .map(|(id, replica)| (*id, replica.clone()))
+            .collect();
+        for (id, replica) in leaving {
+            self.write_state().shards.remove(&id);
+            self.close_group(id, &replica).await;
+        }
+        if !topology.metadata_voters.contains(&me) {
+            let metadata = self.write_state().metadata.take();
+            if let Some(metadata) = metadata {
+                self.close_group(METADATA_GROUP, &metadata).await;
+            }
+        }
         self.write_state().topology = Some(Arc::new(topology));
         Ok(())
+    }
+
+    fn group_dir(&self, group_id: u64) -> PathBuf {
+        self.dir.join(format!("group-{group_id}"))
+    }
+
+    /// Stops a replica that left its group and deletes its data.
+    async fn close_group(&self, group_id: u64, replica: &Replica) {
+        replica.close(&self.registry).await;
+        // Renamed first, so a replica of the same group placed here again
+        // starts from an empty directory while the old one is deleted.
+        let dir = self.group_dir(group_id);
+        let removed = self.dir.join(format!("group-{group_id}.removed"));
+        let _ = std::fs::remove_dir_all(&removed);
+        match std::fs::rename(&dir, &removed) {
+            Ok(()) => {
+                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(removed));
+            }
+            Err(error) => tracing::warn!(group = group_id, %error, "removing a left group's data"),
+        }
+        tracing::info!(group = group_id, "left the group");
+    }
+
+    /// This node's replica of `group` (the metadata group or a shard).
+    pub fn group_replica(&self, group: u64) -> Option<Arc<Replica>> {
+        if group == METADATA_GROUP {
+            self.metadata()
+        } else {
+            self.shard(group)
+        }
+    }
+
+    /// SLOTRAFT OPEN-METADATA: opens this node's replica of the metadata group
+    /// before it is added to it (a voter replacement); it waits for the
+    /// leader's first message.
+    pub async fn open_metadata_learner(&self) -> Result<(), String> {
+        let _applying = self.applying.lock().await;
+        if self.metadata().is_some() {
+            return Ok(());
+        }
+        let topology = self.topology().ok_or("this node is in no cluster")?;
+        let founder = topology.metadata_voters.first().copied();
+        let replica = self
+            .open_group(METADATA_GROUP, BTreeMap::new(), founder, false)
+            .await
+            .map_err(|error| error.to_string())?;
+        self.write_state().metadata = Some(replica);
+        Ok(())
+    }
+
+    /// SLOTRAFT REPLACE-VOTER, on the leader of `group`: one step towards a
+    /// membership where node `to` votes instead of node `from`. Answers `+OK`
+    /// once that membership is committed; `-TRYAGAIN ...` after a step that
+    /// needs time (the caller asks again): handing leadership over when this
+    /// node is the one leaving, adding `to` as a learner, waiting for it to
+    /// catch up.
+    pub async fn replace_voter(&self, group: u64, from: u64, to: u64) -> Frame {
+        let replica = match self.group_replica(group) {
+            Some(replica) if replica.group.raft.is_leader() => replica,
+            _ => {
+                let leader = self
+                    .topology()
+                    .and_then(|topology| {
+                        let node = if group == METADATA_GROUP {
+                            return metadata_leader_address(self, &topology);
+                        } else {
+                            self.leader_of(&topology, group)?
+                        };
+                        topology
+                            .nodes
+                            .get(&node)
+                            .map(|info| format!("{}:{}", info.host, info.port))
+                    })
+                    .unwrap_or_else(|| "?".into());
+                return Frame::error_owned(format!("ERR NOTLEADER {leader}"));
+            }
+        };
+        let Some(address) = self.topology().and_then(|topology| {
+            topology.nodes.get(&to).map(|info| NodeAddr {
+                raft: format!("{}:{}", info.host, info.raft_port),
+                resp: format!("{}:{}", info.host, info.port),
+            })
+        }) else {
+            return Frame::error_owned(format!("ERR unknown node {to}"));
+        };
+        let metrics = replica.group.metrics();
+        let membership = metrics.membership_config.membership();
+        let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+        let joint = membership.get_joint_config().len() > 1;
+        if !voters.contains(&from) && voters.contains(&to) && !joint {
+            return Frame::OK;
+        }
+        if from == self.identity.id {
+            match voters.iter().find(|&&voter| voter != from) {
+                Some(&next) => {
+                    replica.group.transfer_leadership(next).await;
+                    return Frame::error("TRYAGAIN leadership handed over before leaving");
+                }
+                None => return Frame::error("ERR the only voter cannot leave"),
+            }
+        }
+        if membership.get_node(&to).is_none() {
+            return match replica.group.raft.add_learner(to, address, false).await {
+                Ok(_) => Frame::error("TRYAGAIN learner added"),
+                Err(error) => Frame::error_owned(format!("TRYAGAIN adding the learner: {error}")),
+            };
+        }
+        if !voters.contains(&to) {
+            let last = metrics.last_log_index.unwrap_or(0);
+            let matched = metrics
+                .replication
+                .as_ref()
+                .and_then(|replication| replication.get(&to).cloned().flatten())
+                .map_or(0, |log_id| log_id.index);
+            if matched + CAUGHT_UP_ENTRIES < last {
+                return Frame::error_owned(format!("TRYAGAIN learner at {matched} of {last}"));
+            }
+        }
+        let mut next = voters;
+        next.remove(&from);
+        next.insert(to);
+        let change = replica.group.raft.change_membership(next, false);
+        match tokio::time::timeout(Duration::from_secs(3), change).await {
+            Ok(Ok(_)) => Frame::OK,
+            Ok(Err(error)) => Frame::error_owned(format!("TRYAGAIN membership change: {error}")),
+            Err(_) => Frame::error("TRYAGAIN membership change still in progress"),
+        }
     }
 
     fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, State> {
@@ -311,7 +466,7 @@ impl ClusterNode {
                 group_id,
                 node_id: self.identity.id,
                 members,
-                dir: self.dir.join(format!("group-{group_id}")),
+                dir: self.group_dir(group_id),
                 template,
                 founder,
             },

@@ -148,8 +148,21 @@ enum ClusterCommand {
     Info { node: String },
     /// Add a running node that belongs to no cluster: `slotraft cluster add-node NEW_HOST:PORT EXISTING_HOST:PORT`.
     AddNode { new: String, existing: String },
-    /// Remove a node without replicas and shut it down: `slotraft cluster del-node EXISTING_HOST:PORT NODE`.
+    /// Move a node's replicas and metadata vote to other nodes, remove it and shut it down: `slotraft cluster del-node EXISTING_HOST:PORT NODE`.
     DelNode { existing: String, node: String },
+    /// Move a shard's replica to another node, online: `slotraft cluster move-replica EXISTING_HOST:PORT --shard S --from NODE --to NODE`.
+    MoveReplica {
+        existing: String,
+        /// The shard (its id, as `slotraft cluster info` shows).
+        #[arg(long)]
+        shard: u64,
+        /// The node id holding the replica now.
+        #[arg(long)]
+        from: u64,
+        /// The node id to hold it.
+        #[arg(long)]
+        to: u64,
+    },
     /// Add a shard without slots on some nodes: `slotraft cluster add-shard EXISTING_HOST:PORT --nodes ID,ID,ID`.
     AddShard {
         existing: String,
@@ -273,6 +286,12 @@ fn main() -> anyhow::Result<()> {
                     ClusterCommand::DelNode { existing, node } => {
                         admin::del_node(&existing, &node).await
                     }
+                    ClusterCommand::MoveReplica {
+                        existing,
+                        shard,
+                        from,
+                        to,
+                    } => admin::move_replica(&existing, shard, from, to).await,
                     ClusterCommand::AddShard { existing, nodes } => {
                         admin::add_shard(&existing, &nodes, random_seed()).await
                     }

@@ -29,9 +29,23 @@ pub struct Replica {
     /// Clients blocked on this replica (it leads, or did when they blocked).
     pub blocking: Arc<Blocking>,
     ready: Arc<ReadyKeys>,
+    /// Set when the replica stops (its node shuts down, or the replica is
+    /// closed); its background tasks end then.
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl Replica {
+    /// Stops this replica for good (it left its group): its background tasks
+    /// end, incoming Raft messages for its group are no longer served here,
+    /// and its Raft node shuts down. The caller removes its data.
+    pub async fn close(&self, registry: &Registry) {
+        self.stop.send_replace(true);
+        registry.remove(self.group.id);
+        if let Err(error) = self.group.raft.shutdown().await {
+            tracing::warn!(group = self.group.id, %error, "closing a replica");
+        }
+    }
+
     /// Asks the blocked-client task to look at `keys` (after registering a
     /// waiter: an entry applied between its own entry and the registration may
     /// have filled them).
@@ -257,17 +271,32 @@ pub async fn open(
             Err(error) => tracing::info!(group = group_id, %error, "group initialization skipped"),
         }
     }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     let replica = Arc::new(Replica {
         node_id,
         group,
         members,
         blocking,
         ready,
+        stop,
     });
-    tokio::spawn(expiry_ticks(replica.clone(), shutdown.clone()));
-    tokio::spawn(serve_blocked(replica.clone(), shutdown.clone()));
-    tokio::spawn(release_on_leader_change(replica.clone(), shutdown));
+    tokio::spawn(stop_with_node(replica.clone(), shutdown));
+    tokio::spawn(expiry_ticks(replica.clone(), stopped.clone()));
+    tokio::spawn(serve_blocked(replica.clone(), stopped.clone()));
+    tokio::spawn(release_on_leader_change(replica.clone(), stopped));
     Ok(replica)
+}
+
+/// Stops the replica's tasks when the node shuts down (unless the replica was
+/// closed first).
+async fn stop_with_node(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let mut stopped = replica.stop.subscribe();
+    tokio::select! {
+        _ = shutdown.wait_for(|stop| *stop) => {
+            replica.stop.send_replace(true);
+        }
+        _ = stopped.wait_for(|stop| *stop) => {}
+    }
 }
 
 /// On the leader, proposes an expiry tick ten times a second while any key has a

@@ -183,6 +183,36 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
         "Adds a shard without slots on the given nodes (on the metadata leader).",
     ),
     node(
+        "slotraft|add-replica",
+        4,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Places a new replica of a shard on a node, last in preference order (on the metadata leader).",
+    ),
+    node(
+        "slotraft|move-replica",
+        5,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Records that a node's replica of a shard moved to another node (on the metadata leader).",
+    ),
+    node(
+        "slotraft|replace-metadata-voter",
+        4,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Records that a node votes in the metadata group instead of another (on the metadata leader).",
+    ),
+    node(
+        "slotraft|replace-voter",
+        5,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "One step of a Raft membership change replacing a voter of a group (on the group's leader).",
+    ),
+    node(
+        "slotraft|open-metadata",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Opens this node's replica of the metadata group before it joins it.",
+    ),
+    node(
         "slotraft|drop-slot",
         4,
         ADMIN | NOSCRIPT | LOADING | STALE,

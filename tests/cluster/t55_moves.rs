@@ -1,0 +1,213 @@
+//! Replicas move between nodes online: a shard's replica moves to a new node
+//! (`move-replica`, Raft learner, then voter, then the old copy is deleted),
+//! and a node that holds replicas and a metadata vote leaves (`del-node`
+//! moves both first), all while a client keeps writing. Afterwards every
+//! acknowledged write is readable, and the moved replicas vote: with one of
+//! the original nodes killed, every shard still takes writes only because the
+//! new node's replicas complete its majority.
+
+use slotraft_tests::support::binary;
+use slotraft_tests::support::cluster::Cluster;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn admin(arguments: &[&str]) -> String {
+    let output = Command::new(binary())
+        .arg("cluster")
+        .args(arguments)
+        .output()
+        .expect("run slotraft cluster");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "slotraft cluster {arguments:?}:\n{text}"
+    );
+    text
+}
+
+fn address(cluster: &Cluster, index: usize) -> String {
+    format!("127.0.0.1:{}", cluster.members[index].port)
+}
+
+fn node_id(cluster: &Cluster, index: usize) -> String {
+    let mut connection = cluster.client(index);
+    let (id, _name, _raft_port, _zone): (i64, String, i64, String) = redis::cmd("SLOTRAFT")
+        .arg("NODE-INFO")
+        .query(&mut connection)
+        .unwrap();
+    id.to_string()
+}
+
+/// Writes `move:<n>` = n one key at a time over every shard until `stop`;
+/// returns the acknowledged values. SET is idempotent, so an error is retried
+/// until acknowledged.
+fn writer(urls: Vec<String>, stop: Arc<AtomicBool>) -> Vec<u64> {
+    let client = redis::cluster::ClusterClientBuilder::new(urls)
+        .retries(30)
+        .min_retry_wait(20)
+        .max_retry_wait(200)
+        .build()
+        .unwrap();
+    let mut connection = client.get_connection().unwrap();
+    let mut acknowledged = Vec::new();
+    let mut value = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match redis::cmd("SET")
+                .arg(format!("move:{value}"))
+                .arg(value)
+                .query::<()>(&mut connection)
+            {
+                Ok(()) => break,
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "SET kept failing: {error}");
+                    std::thread::sleep(Duration::from_millis(20));
+                    if let Ok(fresh) = client.get_connection() {
+                        connection = fresh;
+                    }
+                }
+            }
+        }
+        acknowledged.push(value);
+        value += 1;
+    }
+    acknowledged
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn replicas_and_a_metadata_vote_move_between_nodes_online() {
+    let mut cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let extra = cluster.spawn_extra();
+    admin(&["add-node", &address(&cluster, extra), &address(&cluster, 0)]);
+    let ids: Vec<String> = (0..4).map(|index| node_id(&cluster, index)).collect();
+    // The writer knows only the nodes that stay.
+    let urls: Vec<String> = (1..4).map(|index| cluster.url(index)).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writing = {
+        let (urls, stop) = (urls.clone(), stop.clone());
+        std::thread::spawn(move || writer(urls, stop))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Node 0 is shard 1's preferred leader: its replica moves to the new node
+    // (leadership is handed over first when node 0 leads).
+    let output = admin(&[
+        "move-replica",
+        &address(&cluster, 1),
+        "--shard",
+        "1",
+        "--from",
+        &ids[0],
+        "--to",
+        &ids[3],
+    ]);
+    assert!(
+        output.contains(&format!(
+            "[OK] Shard 1's replica moved from node {} to node {}",
+            ids[0], ids[3]
+        )),
+        "{output}"
+    );
+    let group_dir = |index: usize, group: u64| {
+        cluster.members[index]
+            .dir
+            .0
+            .join("cluster")
+            .join(format!("group-{group}"))
+    };
+    wait_until("node 0 kept its copy of shard 1", || {
+        !group_dir(0, 1).exists()
+    });
+    assert!(group_dir(0, 2).exists() && group_dir(3, 1).exists());
+    // Moving it again finds the work done.
+    let again = admin(&[
+        "move-replica",
+        &address(&cluster, 2),
+        "--shard",
+        "1",
+        "--from",
+        &ids[0],
+        "--to",
+        &ids[3],
+    ]);
+    assert!(again.contains("already holds"), "{again}");
+
+    // Node 0 leaves: its two other replicas and its metadata vote move to
+    // node 3 (the only node without them), then it is shut down.
+    let output = admin(&["del-node", &address(&cluster, 1), &ids[0]]);
+    assert!(
+        output.contains(&format!(
+            "[OK] Node {} votes in the metadata group instead of node {}",
+            ids[3], ids[0]
+        )),
+        "{output}"
+    );
+    assert!(
+        cluster.wait_exit(0, Duration::from_secs(10)),
+        "the removed node kept running"
+    );
+    admin(&["check", &address(&cluster, 3)]);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let acknowledged = writing.join().unwrap();
+    assert!(
+        acknowledged.len() > 50,
+        "too few writes: {}",
+        acknowledged.len()
+    );
+
+    // Node 1 dies: shards (replicas on nodes 1, 2, 3) and the metadata group
+    // (voters 1, 2, 3) keep a majority only with node 3's votes.
+    cluster.kill(1);
+    let survivors: Vec<String> = [2, 3].iter().map(|&index| cluster.url(index)).collect();
+    let client = redis::cluster::ClusterClientBuilder::new(survivors)
+        .retries(30)
+        .min_retry_wait(50)
+        .max_retry_wait(500)
+        .build()
+        .unwrap();
+    // Until a shard led by node 1 elects another leader (and nodes report
+    // it), its slots point at the dead node: retry on fresh connections.
+    let retrying = |command: &redis::Cmd| -> redis::Value {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let outcome = client
+                .get_connection()
+                .and_then(|mut connection| command.query(&mut connection));
+            match outcome {
+                Ok(value) => return value,
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "a command kept failing: {error}");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    };
+    for value in &acknowledged {
+        let stored = retrying(redis::cmd("GET").arg(format!("move:{value}")));
+        assert_eq!(
+            stored,
+            redis::Value::BulkString(value.to_string().into_bytes()),
+            "acknowledged write move:{value} lost"
+        );
+    }
+    for index in 0..100 {
+        let reply = retrying(redis::cmd("SET").arg(format!("after:{index}")).arg(index));
+        assert_eq!(reply, redis::Value::Okay);
+    }
+}
