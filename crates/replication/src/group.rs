@@ -12,6 +12,7 @@ use crate::types::LogId;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use keyspace::Keyspace;
+use openraft::raft::AppendEntriesResponse;
 use openraft::{Config, SnapshotPolicy};
 use rpc::{IncomingChunks, RaftHandler, RpcClient, RpcKind};
 use serde::Serialize;
@@ -108,6 +109,10 @@ pub struct ShardGroup {
     /// (the target is elected at once, without waiting for the lease to run
     /// out). A later term of its own leads normally again.
     handed_over_in: Arc<AtomicU64>,
+    /// When this replica last accepted an AppendEntries (heartbeats
+    /// included), in milliseconds since `opened_at`.
+    last_append_ms: Arc<AtomicU64>,
+    opened_at: tokio::time::Instant,
 }
 
 impl ShardGroup {
@@ -136,7 +141,7 @@ impl ShardGroup {
         let raft = Raft::new(options.node_id, config, network, log.clone(), state_machine)
             .await
             .map_err(|error| io::Error::other(error.to_string()))?;
-        Ok(ShardGroup {
+        let group = ShardGroup {
             id: options.group,
             node_id: options.node_id,
             raft,
@@ -144,7 +149,33 @@ impl ShardGroup {
             log,
             snapshot_dir,
             handed_over_in: Arc::default(),
-        })
+            last_append_ms: Arc::default(),
+            opened_at: tokio::time::Instant::now(),
+        };
+        // A watch period per replica (from its seed), so that the followers
+        // of a dead leader rarely stand at the same moment.
+        let half_beat = (options.heartbeat_ms / 2).max(1);
+        let period = Duration::from_millis(half_beat + options.seed % (half_beat * 2));
+        let lease = Duration::from_millis(options.election_timeout_max_ms);
+        tokio::spawn(stand_when_the_leader_is_silent(
+            group.clone(),
+            lease,
+            period,
+        ));
+        Ok(group)
+    }
+
+    fn note_append(&self) {
+        let elapsed = self.opened_at.elapsed().as_millis() as u64;
+        self.last_append_ms.store(elapsed, Ordering::Relaxed);
+    }
+
+    /// How long since this replica last accepted an AppendEntries.
+    fn silence(&self) -> Duration {
+        let last = self.last_append_ms.load(Ordering::Relaxed);
+        self.opened_at
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
     }
 
     /// Hands this replica's leadership to `to`. Lease reads stop here at
@@ -254,11 +285,16 @@ impl RaftHandler for Registry {
         Ok(match kind {
             RpcKind::AppendEntries => {
                 let request = codec::decode(&payload).map_err(bad)?;
-                reply(
-                    raft.append_entries(request)
-                        .await
-                        .map_err(|e| e.to_string()),
-                )
+                let response = raft.append_entries(request).await;
+                // Anything but a higher vote means this replica took the
+                // sender as its leader (a conflict is only a log mismatch).
+                if response
+                    .as_ref()
+                    .is_ok_and(|reply| !matches!(reply, AppendEntriesResponse::HigherVote(_)))
+                {
+                    group.note_append();
+                }
+                reply(response.map_err(|e| e.to_string()))
             }
             RpcKind::Vote => match codec::decode::<VoteMessage>(&payload).map_err(bad)? {
                 VoteMessage::Vote(request) => {
@@ -319,6 +355,49 @@ async fn receive_file(path: &Path, chunks: &mut IncomingChunks) -> io::Result<()
     }
     let file = file.into_inner().map_err(|error| error.into_error())?;
     file.sync_all()
+}
+
+/// Starts an election, after a Pre-Vote round, as soon as a follower's lease
+/// on its leader has lapsed, instead of when its election timer next fires.
+///
+/// A follower refuses to vote for `lease` (the maximum election timeout)
+/// after its leader's last heartbeat; that refusal is what makes lease reads
+/// safe. With only the election timer, a candidate whose timer fired before
+/// the other followers' leases lapsed was refused and waited a whole new
+/// timeout: about two timeouts from a leader's death to a new leader. Here a
+/// follower that has heard nothing for `lease` asks for a Pre-Vote every
+/// `period` until one succeeds: nothing changes while another follower still
+/// holds its lease or a leader still holds a quorum (both refuse the
+/// Pre-Vote), so a live leader is never disturbed and no term is spent.
+async fn stand_when_the_leader_is_silent(group: ShardGroup, lease: Duration, period: Duration) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if group.silence() <= lease {
+            continue;
+        }
+        let stand = {
+            let metrics = group.raft.metrics();
+            let metrics = metrics.borrow_watched();
+            if metrics.running_state.is_err() {
+                return;
+            }
+            metrics.state == openraft::ServerState::Follower
+                && metrics
+                    .current_leader
+                    .is_some_and(|leader| leader != group.node_id)
+                && metrics
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .any(|voter| voter == group.node_id)
+        };
+        if stand && group.raft.trigger().elect(true).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Default deadline for one Raft RPC (heartbeats and appends).
