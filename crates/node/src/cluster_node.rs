@@ -469,6 +469,7 @@ impl ClusterNode {
                 dir: self.group_dir(group_id),
                 template,
                 founder,
+                log: replica::LogSetup::default(),
             },
             &self.config,
             &self.registry,

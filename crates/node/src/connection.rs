@@ -14,8 +14,8 @@ use resp::{encode, Frame, RequestLimits, RequestParser};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -31,13 +31,18 @@ pub enum Flow {
 }
 
 /// Answers a connection we cannot accept with one error, then closes it.
-pub async fn reject(mut stream: TcpStream, message: &'static str) {
+/// A client connection: a TCP stream, or a simulated one.
+pub trait ClientStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ClientStream for S {}
+
+pub async fn reject(mut stream: impl ClientStream, message: &'static str) {
     let mut out = BytesMut::new();
     encode(&Frame::error(message), resp::Protocol::Resp2, &mut out);
     let _ = stream.write_all(&out).await;
 }
 
-pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, client: Arc<ClientInfo>) {
+pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: Arc<ClientInfo>) {
     let authenticated = shared.config().requirepass().is_none();
     let mut session = Session::new(client.clone(), authenticated);
     let mut parser = RequestParser::new(limits(&shared));
@@ -164,7 +169,7 @@ pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspac
 /// Writes `output`; false when the connection is gone or the client was
 /// killed meanwhile (a subscriber that stopped reading is killed by its
 /// output limit while its socket is full).
-async fn write_replies(stream: &mut TcpStream, output: &[u8], client: &ClientInfo) -> bool {
+async fn write_replies(stream: &mut impl ClientStream, output: &[u8], client: &ClientInfo) -> bool {
     tokio::select! {
         written = stream.write_all(output) => written.is_ok(),
         _ = client.killed() => false,
@@ -261,7 +266,7 @@ pub fn block_client(
 async fn wait_unblocked(
     shared: &Shared,
     client: &ClientInfo,
-    stream: &mut TcpStream,
+    stream: &mut impl ClientStream,
     input: &mut BytesMut,
     blocked: Blocked,
 ) -> Option<Frame> {

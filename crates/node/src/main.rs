@@ -2,30 +2,10 @@
 //! (`slotraft cluster ...`), the router (a RESP proxy for non-cluster clients) and
 //! the `dev` launcher.
 
-mod admin;
-mod alloc;
-mod blocking;
-mod busy;
-mod clients;
-mod clock;
-mod cluster_commands;
-mod cluster_node;
-mod config;
-mod connection;
-mod dev;
-mod evict;
-mod info;
-mod pubsub;
-mod replica;
-mod replicated;
-mod resp_client;
-mod router;
-mod server;
-mod session;
-
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use config::Config;
+use node::{admin, alloc, clock, cluster_node, config, dev, replica, resp_client, router, server};
 use std::io::Read;
 use std::sync::Arc;
 

@@ -12,6 +12,8 @@ use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use keyspace::{Keyspace, KeyspaceConfig};
 use replication::group::{GroupOptions, Registry, ShardGroup};
+use replication::log_store::fs::{Fs, StdFs};
+use replication::log_store::WriterMode;
 use replication::state_machine::{ApplyObserver, ShardState, SharedState};
 use replication::{GroupId, NodeAddr, NodeId, Op, Request};
 use std::collections::BTreeMap;
@@ -156,14 +158,55 @@ pub async fn start(
     shutdown: tokio::sync::watch::Receiver<bool>,
     seed: u64,
 ) -> anyhow::Result<Arc<Replica>> {
+    let registry = Registry::new();
+    serve_raft(raft_listener, registry.clone(), shutdown.clone());
+    let client = rpc::RpcClient::new(rpc::ClientOptions::default());
+    start_with(
+        config,
+        keyspace_config,
+        &registry,
+        client,
+        LogSetup::default(),
+        shutdown,
+        seed,
+    )
+    .await
+}
+
+/// Where a replica's log lives and how it is written: files through the
+/// operating system by a writer thread, or (in a simulation) a simulated disk
+/// written by a task.
+#[derive(Clone)]
+pub struct LogSetup {
+    pub writer: WriterMode,
+    pub fs: Arc<dyn Fs>,
+}
+
+impl Default for LogSetup {
+    fn default() -> Self {
+        LogSetup {
+            writer: WriterMode::Thread,
+            fs: Arc::new(StdFs),
+        }
+    }
+}
+
+/// [`start`] with the Raft RPC server left to the caller (it serves
+/// `registry`), peers reached through `client`, and the log as `log` says.
+pub async fn start_with(
+    config: &Config,
+    keyspace_config: KeyspaceConfig,
+    registry: &Arc<Registry>,
+    client: rpc::RpcClient,
+    log: LogSetup,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    seed: u64,
+) -> anyhow::Result<Arc<Replica>> {
     let node_id = config.node_id();
     let members = parse_members(config.group_members())?;
     if !members.contains_key(&node_id) {
         bail!("--node-id {node_id} is not one of --group-members");
     }
-    let registry = Registry::new();
-    serve_raft(raft_listener, registry.clone(), shutdown.clone());
-    let client = rpc::RpcClient::new(rpc::ClientOptions::default());
     let template = {
         let mut keyspace = Keyspace::new(config.databases(), group_hash_seed(1));
         keyspace.config = keyspace_config;
@@ -178,9 +221,10 @@ pub async fn start(
             dir: Path::new(config.dir()).join("group-1"),
             template,
             founder: None,
+            log,
         },
         config,
-        &registry,
+        registry,
         client,
         Arc::new(Blocking::new()),
         shutdown,
@@ -216,6 +260,7 @@ pub struct GroupSpec {
     /// The member that forms the group on its first start (and so usually
     /// leads it first); the lowest id when not given.
     pub founder: Option<NodeId>,
+    pub log: LogSetup,
 }
 
 /// Opens this node's replica of a group, registers it for incoming RPCs,
@@ -237,6 +282,7 @@ pub async fn open(
         dir,
         template,
         founder,
+        log,
     } = spec;
     let mut options = GroupOptions::new(node_id, group_id, dir, template);
     options.fsync = config.raft_fsync();
@@ -246,6 +292,8 @@ pub async fn open(
     options.election_timeout_max_ms = config.raft_election_timeout() * 2;
     options.heartbeat_ms = config.raft_heartbeat();
     options.seed = seed;
+    options.log_writer = log.writer;
+    options.log_fs = log.fs;
     let ready = Arc::new(ReadyKeys::default());
     let group = ShardGroup::open(options, client, Some(ready.clone()))
         .await

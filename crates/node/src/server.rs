@@ -207,13 +207,51 @@ pub fn script_activity() -> Arc<keyspace::ScriptActivity> {
     ACTIVITY.get_or_init(keyspace::ScriptActivity::new).clone()
 }
 
+/// Where client connections come from: a TCP listener, or a simulated one.
+pub trait Listener {
+    type Stream: crate::connection::ClientStream;
+
+    /// The next connection, with the peer's and the local address.
+    fn accept(
+        &self,
+    ) -> impl std::future::Future<
+        Output = std::io::Result<(
+            Self::Stream,
+            std::net::SocketAddr,
+            Option<std::net::SocketAddr>,
+        )>,
+    >;
+
+    /// The port bound.
+    fn local_port(&self) -> Option<u16>;
+}
+
+impl Listener for TcpListener {
+    type Stream = tokio::net::TcpStream;
+
+    async fn accept(
+        &self,
+    ) -> std::io::Result<(
+        Self::Stream,
+        std::net::SocketAddr,
+        Option<std::net::SocketAddr>,
+    )> {
+        let (stream, peer) = TcpListener::accept(self).await?;
+        let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().ok();
+        Ok((stream, peer, local))
+    }
+
+    fn local_port(&self) -> Option<u16> {
+        self.local_addr().ok().map(|address| address.port())
+    }
+}
+
 /// Serves clients from `listener` until shutdown is requested; then closes every
 /// connection and returns.
-pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<()> {
-    if let Ok(address) = listener.local_addr() {
-        shared
-            .bound_port
-            .store(address.port() as u64, Ordering::Relaxed);
+pub async fn run(shared: Arc<Shared>, listener: impl Listener) -> std::io::Result<()> {
+    if let Some(port) = listener.local_port() {
+        shared.bound_port.store(port as u64, Ordering::Relaxed);
     }
     let mut shutdown = shared.shutdown_requested();
     let expiry = tokio::spawn(active_expiry_loop(shared.clone()));
@@ -221,7 +259,7 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
+                let (stream, peer, local) = match accepted {
                     Ok(accepted) => accepted,
                     Err(error) => {
                         tracing::warn!(%error, "accept failed");
@@ -230,8 +268,6 @@ pub async fn run(shared: Arc<Shared>, listener: TcpListener) -> std::io::Result<
                     }
                 };
                 shared.stats.total_connections_received.fetch_add(1, Ordering::Relaxed);
-                let _ = stream.set_nodelay(true);
-                let local = stream.local_addr().ok();
                 if shared.clients.count() >= shared.config().maxclients() {
                     shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(connection::reject(stream, "ERR max number of clients reached"));

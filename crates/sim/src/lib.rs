@@ -17,6 +17,7 @@ pub mod faults;
 pub mod group;
 pub mod history;
 pub mod net;
+pub mod node_host;
 pub mod rng;
 pub mod run;
 pub mod sweep;

@@ -1,0 +1,24 @@
+//! The slotraft node as a library: the `slotraft` binary (`main.rs`) parses
+//! the command line and runs it; the simulation runs the same node code on
+//! simulated hosts.
+
+pub mod admin;
+pub mod alloc;
+pub mod blocking;
+pub mod busy;
+pub mod clients;
+pub mod clock;
+pub mod cluster_commands;
+pub mod cluster_node;
+pub mod config;
+pub mod connection;
+pub mod dev;
+pub mod evict;
+pub mod info;
+pub mod pubsub;
+pub mod replica;
+pub mod replicated;
+pub mod resp_client;
+pub mod router;
+pub mod server;
+pub mod session;

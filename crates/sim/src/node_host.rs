@@ -1,0 +1,155 @@
+//! The real node on simulated hosts: `slotraft node` in replicated mode (its
+//! RESP listener, connections, sessions, request path, Raft RPC server and
+//! client, log store) with turmoil's sockets and clock. Clients speak RESP to
+//! it over the simulated network ([`RespClient`]).
+
+use std::error::Error;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use replication::group::Registry;
+use replication::log_store::fs::StdFs;
+use replication::log_store::WriterMode;
+use resp::Frame;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::group::{host_name, RAFT_PORT};
+
+/// The port every simulated node serves clients on.
+pub const RESP_PORT: u16 = 6379;
+
+/// Unix time at the simulation's start, in microseconds.
+const EPOCH_MICROS: u64 = 1_700_000_000_000_000;
+
+/// The node's clock in a simulation: the simulation's start plus simulated
+/// time (hosts share it).
+fn simulated_micros() -> u64 {
+    EPOCH_MICROS + turmoil::sim_elapsed().unwrap_or_default().as_micros() as u64
+}
+
+/// Accepts client connections on the simulated network.
+struct SimListener(turmoil::net::TcpListener);
+
+impl node::server::Listener for SimListener {
+    type Stream = turmoil::net::TcpStream;
+
+    async fn accept(&self) -> io::Result<(Self::Stream, SocketAddr, Option<SocketAddr>)> {
+        let (stream, peer) = self.0.accept().await?;
+        let local = stream.local_addr().ok();
+        Ok((stream, peer, local))
+    }
+
+    fn local_port(&self) -> Option<u16> {
+        self.0.local_addr().ok().map(|address| address.port())
+    }
+}
+
+/// Adds nodes `1..=count` as hosts, each a `slotraft node` replica of one
+/// group of all of them (node 1 forms it), with its data under `root`.
+pub fn add_nodes(sim: &mut turmoil::Sim<'_>, count: u64, root: PathBuf, seed: u64) {
+    node::clock::set_source(simulated_micros);
+    let members: Vec<String> = (1..=count)
+        .map(|id| format!("{id}={}:{RESP_PORT}@{RAFT_PORT}", host_name(id)))
+        .collect();
+    let members = members.join(",");
+    for id in 1..=count {
+        let dir = root.join(host_name(id));
+        let members = members.clone();
+        sim.host(host_name(id), move || {
+            run_node(id, members.clone(), dir.clone(), seed.wrapping_add(id))
+        });
+    }
+}
+
+async fn run_node(id: u64, members: String, dir: PathBuf, seed: u64) -> Result<(), Box<dyn Error>> {
+    let mut config = node::config::Config::default();
+    let id_text = id.to_string();
+    let dir_text = dir.to_string_lossy().into_owned();
+    for (name, value) in [
+        ("port", "6379"),
+        ("node-id", id_text.as_str()),
+        ("group-members", members.as_str()),
+        ("dir", dir_text.as_str()),
+    ] {
+        config.set_startup(name, value)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let mut keyspace_config = keyspace::KeyspaceConfig::default();
+    node::server::apply_config_to(&config, &mut keyspace_config);
+    let registry = Registry::new();
+    let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
+    tokio::spawn(rpc::serve_with_incoming(
+        crate::net::incoming(raft_listener),
+        registry.clone(),
+        std::future::pending(),
+    ));
+    let client =
+        rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
+    let log = node::replica::LogSetup {
+        writer: WriterMode::Task,
+        fs: Arc::new(StdFs),
+    };
+    // Never stopped: a simulated host ends when the simulation does.
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let replica = node::replica::start_with(
+        &config,
+        keyspace_config,
+        &registry,
+        client,
+        log,
+        stopped,
+        seed,
+    )
+    .await
+    .map_err(|error| error.to_string())?;
+    let shared = node::server::Shared::replicated(config, seed ^ 0x5eed, replica);
+    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RESP_PORT)).await?;
+    node::server::run(shared, SimListener(listener)).await?;
+    Ok(())
+}
+
+/// A RESP2 client connection over the simulated network.
+pub struct RespClient {
+    stream: turmoil::net::TcpStream,
+    input: BytesMut,
+}
+
+impl RespClient {
+    /// Connects to node `id`.
+    pub async fn connect(id: u64) -> io::Result<RespClient> {
+        let stream = turmoil::net::TcpStream::connect((host_name(id), RESP_PORT)).await?;
+        Ok(RespClient {
+            stream,
+            input: BytesMut::new(),
+        })
+    }
+
+    /// Sends one command and reads its reply.
+    pub async fn call(&mut self, command: &[&str]) -> io::Result<Frame> {
+        let frame = Frame::Array(
+            command
+                .iter()
+                .map(|part| Frame::Bulk(bytes::Bytes::copy_from_slice(part.as_bytes())))
+                .collect(),
+        );
+        let mut out = BytesMut::new();
+        resp::encode(&frame, resp::Protocol::Resp2, &mut out);
+        self.stream.write_all(&out).await?;
+        loop {
+            match resp::parse_reply(&self.input) {
+                Ok(Some((frame, length))) => {
+                    let _ = self.input.split_to(length);
+                    return Ok(frame);
+                }
+                Ok(None) => {}
+                Err(error) => return Err(io::Error::other(format!("{error:?}"))),
+            }
+            if self.stream.read_buf(&mut self.input).await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    }
+}
