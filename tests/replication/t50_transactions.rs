@@ -1,7 +1,9 @@
 //! MULTI/EXEC on a replicated shard: the transaction is one log entry, applied
 //! together on every replica; a follower answers EXEC with the redirect.
 
+use resp::Frame;
 use slotraft_tests::support::group::Group;
+use slotraft_tests::support::Raw;
 use std::time::Duration;
 
 #[test]
@@ -88,4 +90,37 @@ fn watch_is_checked_where_the_transaction_applies() {
         .query(&mut connection)
         .unwrap();
     assert_eq!(result, Some((4,)));
+}
+
+/// A transaction whose entry the leader cannot commit (its followers are
+/// gone) did not run as far as the client can tell: EXEC answers one error
+/// (the refusal, or UNKNOWN once proposed), not an array of per-command
+/// errors, which would read as a transaction that ran with every command
+/// failing. Found by the simulation running the real node.
+#[test]
+fn exec_that_cannot_commit_answers_one_error() {
+    let mut group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = Raw::connect(group.members[leader].port);
+    connection.roundtrip(&["SET", "balance", "1"], "+OK\r\n");
+    for index in 0..3 {
+        if index != leader {
+            group.kill(index);
+        }
+    }
+    connection.roundtrip(&["MULTI"], "+OK\r\n");
+    connection.roundtrip(&["INCR", "balance"], "+QUEUED\r\n");
+    connection.command(&[b"EXEC"]);
+    match connection.read_frame() {
+        Frame::Error(text) => {
+            let text = String::from_utf8_lossy(&text).into_owned();
+            assert!(
+                ["CLUSTERDOWN ", "UNKNOWN ", "MOVED "]
+                    .iter()
+                    .any(|code| text.starts_with(code)),
+                "{text}"
+            );
+        }
+        other => panic!("EXEC without a majority answered {other:?}"),
+    }
 }

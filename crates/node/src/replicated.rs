@@ -372,7 +372,7 @@ async fn run(
                                 )
                                 .await
                                 {
-                                    Proposed::Replies(replies, _) => {
+                                    Proposed::Replies(replies, _) | Proposed::NotRun(replies) => {
                                         replies.into_iter().next().unwrap_or(Frame::Null)
                                     }
                                     Proposed::Aborted => Frame::NullArray,
@@ -393,6 +393,7 @@ async fn run(
                     .await
                     {
                         Proposed::Replies(replies, block) => (replies, block),
+                        Proposed::NotRun(replies) => (replies, None),
                         // Nothing was watched, so nothing can abort.
                         Proposed::Aborted => (Vec::new(), None),
                     };
@@ -719,6 +720,12 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         .await
         {
             Proposed::Replies(replies, _) => keyspace_replies = replies.into_iter(),
+            Proposed::NotRun(replies) => {
+                return replies
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| Frame::error(CLUSTER_DOWN))
+            }
             Proposed::Aborted => return Frame::NullArray,
         }
     }
@@ -809,6 +816,7 @@ pub async fn propose(
 ) -> (Vec<Frame>, Option<keyspace::BlockOn>) {
     match propose_watched(replica, db, protocol, run, Vec::new(), false).await {
         Proposed::Replies(replies, block) => (replies, block),
+        Proposed::NotRun(replies) => (replies, None),
         // Nothing was watched, so nothing can abort.
         Proposed::Aborted => (Vec::new(), None),
     }
@@ -819,6 +827,12 @@ pub enum Proposed {
     Replies(Vec<Frame>, Option<keyspace::BlockOn>),
     /// A watched key had changed: nothing ran.
     Aborted,
+    /// The entry did not run here (refused: MOVED, CLUSTERDOWN), or its fate
+    /// is unknown (UNKNOWN), or it failed: the error, once per command. A
+    /// transaction answers EXEC with the first as a whole (it did not run as
+    /// far as the client can tell), never as an array of errors, which would
+    /// read as a transaction that ran and whose commands all failed.
+    NotRun(Vec<Frame>),
 }
 
 /// [`propose`] with WATCHed keys checked when the entry applies, and
@@ -838,7 +852,7 @@ pub async fn propose_watched(
             .iter()
             .map(|(arguments, spec)| redirect(&forward, spec, arguments))
             .collect();
-        return Proposed::Replies(replies, None);
+        return Proposed::NotRun(replies);
     }
     let count = run.len();
     let (seed, instruction_limit) = {
@@ -898,13 +912,12 @@ pub async fn propose_watched(
                 .iter()
                 .map(|(arguments, spec)| redirect(&forward, spec, arguments))
                 .collect();
-            Proposed::Replies(replies, None)
+            Proposed::NotRun(replies)
         }
-        Proposal::Unknown => Proposed::Replies(vec![Frame::error(OUTCOME_UNKNOWN); count], None),
-        Proposal::Failed(error) => Proposed::Replies(
-            vec![Frame::error_owned(format!("ERR {error}")); count],
-            None,
-        ),
+        Proposal::Unknown => Proposed::NotRun(vec![Frame::error(OUTCOME_UNKNOWN); count]),
+        Proposal::Failed(error) => {
+            Proposed::NotRun(vec![Frame::error_owned(format!("ERR {error}")); count])
+        }
     }
 }
 
