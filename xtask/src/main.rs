@@ -65,6 +65,9 @@ Subcommands:
                               deliberately read followers as if linearizable, or
                               acknowledge writes whose commit is not confirmed,
                               to show the checkers catch it
+             --hosts replication|node
+                              run the replication stack alone (default), or the
+                              real `slotraft node` with clients speaking RESP
              --verbose        a line per seed
   tools    Install the Redis tools and client libraries if missing, print their
            versions and the variables the cluster client suites read.

@@ -4,6 +4,7 @@
 //! the applied state. A refused request follows the leader hint, as a Redis
 //! client follows MOVED.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,6 +15,7 @@ use resp::{Frame, Protocol};
 
 use crate::group::{Clocks, Handles};
 use crate::history::{now_ns, Call, History, Observed, Operation, Outcome};
+use crate::node_host::RespClient;
 
 /// How long a write may wait for its commit (the node's limit).
 pub const WRITE_LIMIT: Duration = Duration::from_secs(5);
@@ -38,6 +40,9 @@ return {0, now}";
 /// The limiter's window and the admissions it allows per window.
 pub const LIMIT_WINDOW_MS: u64 = 1_000;
 pub const LIMIT: u64 = 5;
+
+/// How long a client waits to connect to a node (or for its READONLY).
+const CONNECT_LIMIT: Duration = Duration::from_secs(1);
 
 /// Attempts per operation when replicas send the client elsewhere.
 const ATTEMPTS: usize = 3;
@@ -67,7 +72,50 @@ pub struct Client {
     pub ack_before_commit: bool,
     /// The replicas' clocks (a request carries its replica's time).
     pub clocks: Clocks,
+    /// How requests reach the replicas.
+    pub transport: Transport,
     rotation: usize,
+}
+
+/// How a client reaches the replicas.
+pub enum Transport {
+    /// Through `replication::serve`, as the node's request path does (the
+    /// hosts run the replication stack alone).
+    Direct,
+    /// Over RESP to `slotraft node` hosts, with a connection per node.
+    Resp(BTreeMap<NodeId, RespClient>),
+}
+
+/// What an error reply asks of the client.
+enum Redirect {
+    /// MOVED to this node: refused there, retry at the leader.
+    Moved(NodeId),
+    /// CLUSTERDOWN, TRYAGAIN, EXECABORT: refused, retry later.
+    Refused,
+    /// UNKNOWN: proposed, then its fate was lost.
+    Unknown,
+}
+
+fn redirect(reply: &Frame) -> Option<Redirect> {
+    let Frame::Error(text) = reply else {
+        return None;
+    };
+    let text = String::from_utf8_lossy(text);
+    let mut words = text.split(' ');
+    match words.next()? {
+        "MOVED" => {
+            let address = words.nth(1)?;
+            let host = address.split(':').next()?;
+            host.strip_prefix("node")?
+                .parse()
+                .ok()
+                .map(Redirect::Moved)
+                .or(Some(Redirect::Refused))
+        }
+        "CLUSTERDOWN" | "TRYAGAIN" | "EXECABORT" => Some(Redirect::Refused),
+        "UNKNOWN" => Some(Redirect::Unknown),
+        _ => None,
+    }
 }
 
 impl Client {
@@ -81,6 +129,7 @@ impl Client {
             read_mode: ReadMode::Linearizable,
             ack_before_commit: false,
             clocks: Clocks::default(),
+            transport: Transport::Direct,
             rotation: id as usize,
         }
     }
@@ -106,10 +155,12 @@ impl Client {
     /// Performs `call` on `key`, records it and returns its outcome.
     pub async fn perform(&mut self, key: &str, call: Call, seed: u64) -> Outcome {
         let invoked = now_ns();
-        let outcome = if call.through_log() {
-            self.write(key, &call, seed).await
-        } else {
-            self.read(key, &call).await
+        let resp = matches!(self.transport, Transport::Resp(_));
+        let outcome = match (call.through_log(), resp) {
+            (true, false) => self.write(key, &call, seed).await,
+            (false, false) => self.read(key, &call).await,
+            (true, true) => self.write_resp(key, &call).await,
+            (false, true) => self.read_resp(key, &call).await,
         };
         let completed = match outcome {
             Outcome::Unknown => u64::MAX,
@@ -197,6 +248,132 @@ impl Client {
                 serve::read(&mut state, now_ms, 0, Protocol::Resp2, spec, &command)
             };
             return Outcome::Done(observe(call, &reply));
+        }
+        Outcome::Failed
+    }
+}
+
+impl Client {
+    /// The connection to `node`, opened (with READONLY when reads may go to
+    /// any replica) if there is none; None when the node cannot be reached.
+    async fn connection(&mut self, node: NodeId) -> Option<&mut RespClient> {
+        let readonly = self.read_mode == ReadMode::AnyReplica;
+        let Transport::Resp(connections) = &mut self.transport else {
+            return None;
+        };
+        match connections.entry(node) {
+            std::collections::btree_map::Entry::Occupied(entry) => Some(entry.into_mut()),
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                let connect = tokio::time::timeout(CONNECT_LIMIT, RespClient::connect(node));
+                let Ok(Ok(mut connection)) = connect.await else {
+                    return None;
+                };
+                if readonly {
+                    let answer =
+                        tokio::time::timeout(CONNECT_LIMIT, connection.call(&["READONLY"]));
+                    if !matches!(answer.await, Ok(Ok(Frame::Simple(_)))) {
+                        return None;
+                    }
+                }
+                Some(entry.insert(connection))
+            }
+        }
+    }
+
+    fn drop_connection(&mut self, node: NodeId) {
+        if let Transport::Resp(connections) = &mut self.transport {
+            connections.remove(&node);
+        }
+    }
+
+    /// The outcome of a write whose fate is unknown (or, under the
+    /// ack-before-commit mutation, a SET or SADD reported done).
+    fn unknown(&self, call: &Call) -> Outcome {
+        if self.ack_before_commit {
+            match call {
+                Call::Set(_) => return Outcome::Done(Observed::Ok),
+                Call::SAdd(_) => return Outcome::Done(Observed::Integer(1)),
+                _ => {}
+            }
+        }
+        Outcome::Unknown
+    }
+
+    /// A write (or a transaction) over RESP: MULTI ... EXEC for several
+    /// commands, sent in one round trip. A reply that never comes leaves the
+    /// outcome unknown; a refusal (MOVED, CLUSTERDOWN, TRYAGAIN) is retried
+    /// where it points.
+    async fn write_resp(&mut self, key: &str, call: &Call) -> Outcome {
+        let mut lines = commands(key, call);
+        let transaction = lines.len() > 1;
+        if transaction {
+            lines.insert(0, vec![Bytes::from_static(b"MULTI")]);
+            lines.push(vec![Bytes::from_static(b"EXEC")]);
+        }
+        for _ in 0..ATTEMPTS {
+            let node = self.node;
+            let Some(connection) = self.connection(node).await else {
+                // Not connected, nothing sent.
+                self.rotate();
+                continue;
+            };
+            let sent =
+                tokio::time::timeout(WRITE_LIMIT + CONNECT_LIMIT, connection.pipeline(&lines));
+            let Ok(Ok(replies)) = sent.await else {
+                self.drop_connection(node);
+                self.rotate();
+                return self.unknown(call);
+            };
+            match replies.iter().find_map(redirect) {
+                Some(Redirect::Moved(leader)) => {
+                    self.follow(Some(leader)).await;
+                    continue;
+                }
+                Some(Redirect::Refused) => {
+                    self.follow(None).await;
+                    continue;
+                }
+                Some(Redirect::Unknown) => {
+                    self.rotate();
+                    return self.unknown(call);
+                }
+                None => {}
+            }
+            let Some(reply) = replies.last() else {
+                return Outcome::Unknown;
+            };
+            return match reply {
+                Frame::Array(items) if transaction => Outcome::Done(observe_all(items)),
+                reply => Outcome::Done(observe(call, reply)),
+            };
+        }
+        Outcome::Failed
+    }
+
+    /// A read over RESP; one that gets no answer is tried elsewhere (it
+    /// changed nothing).
+    async fn read_resp(&mut self, key: &str, call: &Call) -> Outcome {
+        let command = commands(key, call);
+        for _ in 0..ATTEMPTS {
+            let node = self.node;
+            let Some(connection) = self.connection(node).await else {
+                self.rotate();
+                continue;
+            };
+            let sent = tokio::time::timeout(WRITE_LIMIT, connection.pipeline(&command));
+            let Ok(Ok(mut replies)) = sent.await else {
+                self.drop_connection(node);
+                self.rotate();
+                continue;
+            };
+            let Some(reply) = replies.pop() else {
+                continue;
+            };
+            match redirect(&reply) {
+                Some(Redirect::Moved(leader)) => self.follow(Some(leader)).await,
+                Some(_) => self.follow(None).await,
+                None => return Outcome::Done(observe(call, &reply)),
+            }
         }
         Outcome::Failed
     }

@@ -51,7 +51,7 @@ pub fn members(count: u64) -> BTreeMap<NodeId, NodeAddr> {
 pub struct Handles(Arc<Mutex<BTreeMap<NodeId, ShardGroup>>>);
 
 impl Handles {
-    fn insert(&self, id: NodeId, group: ShardGroup) {
+    pub fn insert(&self, id: NodeId, group: ShardGroup) {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

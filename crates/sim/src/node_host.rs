@@ -11,12 +11,17 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use replication::group::Registry;
-use replication::log_store::fs::StdFs;
+use replication::log_store::fs::{Fs, StdFs};
 use replication::log_store::WriterMode;
 use resp::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::group::{host_name, RAFT_PORT};
+use std::collections::BTreeMap;
+
+use replication::NodeId;
+
+use crate::disk::SimDisk;
+use crate::group::{host_name, Handles, Storage, RAFT_PORT};
 
 /// The port every simulated node serves clients on.
 pub const RESP_PORT: u16 = 6379;
@@ -50,65 +55,117 @@ impl node::server::Listener for SimListener {
 /// Adds nodes `1..=count` as hosts, each a `slotraft node` replica of one
 /// group of all of them (node 1 forms it), with its data under `root`.
 pub fn add_nodes(sim: &mut turmoil::Sim<'_>, count: u64, root: PathBuf, seed: u64) {
+    add_nodes_with(
+        sim,
+        count,
+        root,
+        seed,
+        &Handles::default(),
+        Storage::default(),
+        &BTreeMap::new(),
+    );
+}
+
+/// [`add_nodes`] for a fault run: each node's group is published in
+/// `handles` (for membership changes and convergence checks), snapshots
+/// follow `storage`, and a node with a disk in `disks` keeps its log there.
+pub fn add_nodes_with(
+    sim: &mut turmoil::Sim<'_>,
+    count: u64,
+    root: PathBuf,
+    seed: u64,
+    handles: &Handles,
+    storage: Storage,
+    disks: &BTreeMap<NodeId, SimDisk>,
+) {
     node::clock::set_source(simulated_micros);
     let members: Vec<String> = (1..=count)
         .map(|id| format!("{id}={}:{RESP_PORT}@{RAFT_PORT}", host_name(id)))
         .collect();
     let members = members.join(",");
     for id in 1..=count {
-        let dir = root.join(host_name(id));
-        let members = members.clone();
-        sim.host(host_name(id), move || {
-            run_node(id, members.clone(), dir.clone(), seed.wrapping_add(id))
-        });
+        let host = NodeHost {
+            id,
+            members: members.clone(),
+            dir: root.join(host_name(id)),
+            seed: seed.wrapping_add(id),
+            handles: handles.clone(),
+            storage,
+            disk: disks.get(&id).cloned(),
+        };
+        sim.host(host_name(id), move || host.clone().run());
     }
 }
 
-async fn run_node(id: u64, members: String, dir: PathBuf, seed: u64) -> Result<(), Box<dyn Error>> {
-    let mut config = node::config::Config::default();
-    let id_text = id.to_string();
-    let dir_text = dir.to_string_lossy().into_owned();
-    for (name, value) in [
-        ("port", "6379"),
-        ("node-id", id_text.as_str()),
-        ("group-members", members.as_str()),
-        ("dir", dir_text.as_str()),
-    ] {
-        config.set_startup(name, value)?;
+/// One simulated host's node, as (re)started.
+#[derive(Clone)]
+struct NodeHost {
+    id: NodeId,
+    members: String,
+    dir: PathBuf,
+    seed: u64,
+    handles: Handles,
+    storage: Storage,
+    disk: Option<SimDisk>,
+}
+
+impl NodeHost {
+    async fn run(self) -> Result<(), Box<dyn Error>> {
+        let mut config = node::config::Config::default();
+        let id_text = self.id.to_string();
+        let dir_text = self.dir.to_string_lossy().into_owned();
+        let snapshot_every = self.storage.snapshot_every.to_string();
+        let keep = self.storage.keep_behind_snapshot.to_string();
+        for (name, value) in [
+            ("port", "6379"),
+            ("node-id", id_text.as_str()),
+            ("group-members", self.members.as_str()),
+            ("dir", dir_text.as_str()),
+            ("raft-snapshot-entries", snapshot_every.as_str()),
+            ("raft-keep-entries", keep.as_str()),
+        ] {
+            config.set_startup(name, value)?;
+        }
+        std::fs::create_dir_all(&self.dir)?;
+        let mut keyspace_config = keyspace::KeyspaceConfig::default();
+        node::server::apply_config_to(&config, &mut keyspace_config);
+        let registry = Registry::new();
+        let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
+        tokio::spawn(rpc::serve_with_incoming(
+            crate::net::incoming(raft_listener),
+            registry.clone(),
+            std::future::pending(),
+        ));
+        let client =
+            rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
+        let fs: Arc<dyn Fs> = match &self.disk {
+            Some(disk) => Arc::new(disk.clone()),
+            None => Arc::new(StdFs),
+        };
+        let log = node::replica::LogSetup {
+            writer: WriterMode::Task,
+            fs,
+        };
+        // Never stopped: a simulated host ends when it crashes or the
+        // simulation does.
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let replica = node::replica::start_with(
+            &config,
+            keyspace_config,
+            &registry,
+            client,
+            log,
+            stopped,
+            self.seed,
+        )
+        .await
+        .map_err(|error| error.to_string())?;
+        self.handles.insert(self.id, replica.group.clone());
+        let shared = node::server::Shared::replicated(config, self.seed ^ 0x5eed, replica);
+        let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RESP_PORT)).await?;
+        node::server::run(shared, SimListener(listener)).await?;
+        Ok(())
     }
-    std::fs::create_dir_all(&dir)?;
-    let mut keyspace_config = keyspace::KeyspaceConfig::default();
-    node::server::apply_config_to(&config, &mut keyspace_config);
-    let registry = Registry::new();
-    let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
-    tokio::spawn(rpc::serve_with_incoming(
-        crate::net::incoming(raft_listener),
-        registry.clone(),
-        std::future::pending(),
-    ));
-    let client =
-        rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
-    let log = node::replica::LogSetup {
-        writer: WriterMode::Task,
-        fs: Arc::new(StdFs),
-    };
-    // Never stopped: a simulated host ends when the simulation does.
-    let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let replica = node::replica::start_with(
-        &config,
-        keyspace_config,
-        &registry,
-        client,
-        log,
-        stopped,
-        seed,
-    )
-    .await
-    .map_err(|error| error.to_string())?;
-    let shared = node::server::Shared::replicated(config, seed ^ 0x5eed, replica);
-    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RESP_PORT)).await?;
-    node::server::run(shared, SimListener(listener)).await?;
-    Ok(())
 }
 
 /// A RESP2 client connection over the simulated network.
@@ -129,15 +186,32 @@ impl RespClient {
 
     /// Sends one command and reads its reply.
     pub async fn call(&mut self, command: &[&str]) -> io::Result<Frame> {
-        let frame = Frame::Array(
-            command
-                .iter()
-                .map(|part| Frame::Bulk(bytes::Bytes::copy_from_slice(part.as_bytes())))
-                .collect(),
-        );
+        let words: Vec<bytes::Bytes> = command
+            .iter()
+            .map(|part| bytes::Bytes::copy_from_slice(part.as_bytes()))
+            .collect();
+        let mut replies = self.pipeline(&[words]).await?;
+        replies
+            .pop()
+            .ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
+    }
+
+    /// Sends `commands` in one write and reads their replies, in order.
+    pub async fn pipeline(&mut self, commands: &[Vec<bytes::Bytes>]) -> io::Result<Vec<Frame>> {
         let mut out = BytesMut::new();
-        resp::encode(&frame, resp::Protocol::Resp2, &mut out);
+        for command in commands {
+            let frame = Frame::Array(command.iter().cloned().map(Frame::Bulk).collect());
+            resp::encode(&frame, resp::Protocol::Resp2, &mut out);
+        }
         self.stream.write_all(&out).await?;
+        let mut replies = Vec::with_capacity(commands.len());
+        while replies.len() < commands.len() {
+            replies.push(self.read_reply().await?);
+        }
+        Ok(replies)
+    }
+
+    async fn read_reply(&mut self) -> io::Result<Frame> {
         loop {
             match resp::parse_reply(&self.input) {
                 Ok(Some((frame, length))) => {

@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::check::{self, Violation};
-use crate::client::{Client, ReadMode};
+use crate::client::{Client, ReadMode, Transport};
 use crate::disk::{SimDisk, BASE_SYNC_LATENCY};
 use crate::faults::{self, Event, Kind, BASE_LATENCY_MS};
 use crate::group::{add_replicas, host_name, Clocks, Handles, Storage};
 use crate::history::{Call, History, Observed, Outcome};
+use crate::node_host::add_nodes_with;
 use crate::rng::Rng;
 
 /// What a run does.
@@ -37,6 +38,36 @@ pub struct Config {
     /// Bounds of the replicas' clock offsets (ms) and drifts (ppm).
     pub clock_offset_ms: u64,
     pub clock_drift_ppm: u64,
+    pub hosts: Hosts,
+}
+
+/// What runs on the simulated hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    /// The replication stack alone (openraft, log store, state machine,
+    /// transport); clients go through `replication::serve` as the node does,
+    /// each replica with its own skewed clock.
+    Replication,
+    /// The real `slotraft node` in replicated mode; clients speak RESP to it.
+    /// Hosts share one clock (the node's clock is process-wide).
+    Node,
+}
+
+impl Hosts {
+    pub fn name(self) -> &'static str {
+        match self {
+            Hosts::Replication => "replication",
+            Hosts::Node => "node",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Hosts, String> {
+        match text {
+            "replication" => Ok(Hosts::Replication),
+            "node" => Ok(Hosts::Node),
+            other => Err(format!("unknown hosts '{other}' (replication or node)")),
+        }
+    }
 }
 
 impl Config {
@@ -57,6 +88,17 @@ impl Config {
             },
             clock_offset_ms: 500,
             clock_drift_ppm: 500,
+            hosts: Hosts::Replication,
+        }
+    }
+
+    /// The same run on the real node (see [`Hosts::Node`]).
+    pub fn on_nodes(seed: u64) -> Config {
+        Config {
+            hosts: Hosts::Node,
+            clock_offset_ms: 0,
+            clock_drift_ppm: 0,
+            ..Config::new(seed)
         }
     }
 
@@ -75,6 +117,9 @@ impl Config {
         .to_string();
         if self.ack_before_commit {
             mutation.push_str(" --mutation ack-before-commit");
+        }
+        if self.hosts == Hosts::Node {
+            mutation.push_str(" --hosts node");
         }
         format!(
             "cargo xtask sim --from {} --seeds 1 --faults {faults} --window-ms {}{mutation}",
@@ -145,14 +190,25 @@ pub fn run(config: &Config) -> Report {
     let disks: BTreeMap<u64, SimDisk> = (1..=config.nodes)
         .map(|node| (node, SimDisk::default()))
         .collect();
-    add_replicas(
-        &mut sim,
-        config.nodes,
-        root.clone(),
-        &handles,
-        config.storage,
-        &disks,
-    );
+    match config.hosts {
+        Hosts::Replication => add_replicas(
+            &mut sim,
+            config.nodes,
+            root.clone(),
+            &handles,
+            config.storage,
+            &disks,
+        ),
+        Hosts::Node => add_nodes_with(
+            &mut sim,
+            config.nodes,
+            root.clone(),
+            config.seed,
+            &handles,
+            config.storage,
+            &disks,
+        ),
+    }
     let mut crash_rng = rng.fork();
     let history = History::default();
     let healed = Arc::new(AtomicBool::new(false));
@@ -449,6 +505,9 @@ async fn drive(
         client.read_mode = config.read_mode;
         client.ack_before_commit = config.ack_before_commit;
         client.clocks = clocks.clone();
+        if config.hosts == Hosts::Node {
+            client.transport = Transport::Resp(BTreeMap::new());
+        }
         let (mut rng, window) = (rng.fork(), config.window);
         clients.push(tokio::spawn(async move {
             let mut sequence = 0u64;
@@ -506,6 +565,9 @@ async fn drive(
     let digest = converge(handles, &nodes, Duration::from_secs(120)).await?;
     let mut reader = Client::new(1_000, nodes.clone(), handles.clone(), history.clone());
     reader.clocks = clocks.clone();
+    if config.hosts == Hosts::Node {
+        reader.transport = Transport::Resp(BTreeMap::new());
+    }
     let mut values = BTreeMap::new();
     let finals = REGISTERS.iter().map(|key| (*key, Call::Get)).chain([
         (COUNTER, Call::Get),

@@ -1,5 +1,5 @@
 //! Sweeps simulation seeds: `slotraft-sim --seeds N [--from S] [--faults LIST]
-//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--verbose]`.
+//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node] [--verbose]`.
 //! `cargo xtask sim` builds and runs it in release mode.
 
 use std::process::ExitCode;
@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use sim::client::ReadMode;
 use sim::faults::Kind;
-use sim::run::Config;
+use sim::run::{Config, Hosts};
 use sim::sweep::sweep;
 
-const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--verbose]";
+const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node] [--verbose]";
 
 fn main() -> ExitCode {
     match parse(std::env::args().skip(1).collect()) {
@@ -65,6 +65,14 @@ fn parse(arguments: Vec<String>) -> Result<Options, String> {
                     ))
                 }
             },
+            "--hosts" => {
+                if Hosts::parse(&value("--hosts")?)? == Hosts::Node {
+                    let template = Config::on_nodes(0);
+                    options.template.hosts = template.hosts;
+                    options.template.clock_offset_ms = template.clock_offset_ms;
+                    options.template.clock_drift_ppm = template.clock_drift_ppm;
+                }
+            }
             "--verbose" => options.verbose = true,
             "-h" | "--help" => return Err("help".into()),
             other => return Err(format!("unknown argument {other:?}")),
