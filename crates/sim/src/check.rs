@@ -151,6 +151,40 @@ fn step(value: &Value, call: &Call, observed: Option<&Observed>) -> Option<Value
             };
             (observed == Some(&Observed::Elements(current))).then(|| value.clone())
         }
+        // Linearized where it took its element (or, timing out, where the
+        // list was empty); an unknown pop takes the front if there is one.
+        Call::BLPop => {
+            let mut elements = match value {
+                Value::Absent => Vec::new(),
+                Value::List(elements) => elements.clone(),
+                _ => return None,
+            };
+            match observed {
+                Some(Observed::Nil) => elements.is_empty().then(|| value.clone()),
+                Some(Observed::Elements(reply)) => match reply.as_slice() {
+                    [_, element] if elements.first() == Some(element) => {
+                        elements.remove(0);
+                        Some(list_value(elements))
+                    }
+                    _ => None,
+                },
+                None if elements.is_empty() => Some(value.clone()),
+                None => {
+                    elements.remove(0);
+                    Some(list_value(elements))
+                }
+                Some(_) => None,
+            }
+        }
+    }
+}
+
+/// A list value; an emptied list is deleted, as in Redis.
+fn list_value(elements: Vec<String>) -> Value {
+    if elements.is_empty() {
+        Value::Absent
+    } else {
+        Value::List(elements)
     }
 }
 
@@ -415,6 +449,10 @@ pub fn final_state(history: &[Operation], finals: &BTreeMap<String, Observed>) -
         }
         let acknowledged = |operation: &&&Operation| matches!(operation.outcome, Outcome::Done(_));
         let possible = |operation: &&&Operation| !matches!(operation.outcome, Outcome::Failed);
+        if writes.iter().any(|operation| operation.call == Call::BLPop) {
+            violations_of_queue(key, &writes, observed, &mut flag);
+            continue;
+        }
         if writes.iter().all(|operation| operation.call == Call::Incr) && !writes.is_empty() {
             let low = writes.iter().filter(acknowledged).count() as i64;
             let high = writes.iter().filter(possible).count() as i64;
@@ -471,6 +509,76 @@ pub fn final_state(history: &[Operation], finals: &BTreeMap<String, Observed>) -
     violations
 }
 
+/// A queue's end state: every acknowledged push was popped by an
+/// acknowledged pop or is still queued, except at most one per pop whose
+/// outcome is unknown; nothing was delivered twice (popped twice, or popped
+/// and still queued); nothing popped or queued was never pushed.
+fn violations_of_queue(
+    key: &str,
+    writes: &[&Operation],
+    observed: &Observed,
+    flag: &mut impl FnMut(&str, &'static str, String),
+) {
+    let Observed::Elements(queued) = observed else {
+        flag(
+            key,
+            "queue",
+            format!("final state {observed:?} is not a list"),
+        );
+        return;
+    };
+    let pushed = |wanted: fn(&Outcome) -> bool| -> BTreeSet<String> {
+        writes
+            .iter()
+            .filter(|operation| wanted(&operation.outcome))
+            .filter_map(|operation| match &operation.call {
+                Call::RPush(element) => Some(element.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let must = pushed(|outcome| matches!(outcome, Outcome::Done(_)));
+    let may = pushed(|outcome| !matches!(outcome, Outcome::Failed));
+    let mut delivered: Vec<String> = writes
+        .iter()
+        .filter(|operation| operation.call == Call::BLPop)
+        .filter_map(|operation| match &operation.outcome {
+            Outcome::Done(Observed::Elements(reply)) => reply.get(1).cloned(),
+            _ => None,
+        })
+        .collect();
+    let unknown_pops = writes
+        .iter()
+        .filter(|operation| operation.call == Call::BLPop && operation.outcome == Outcome::Unknown)
+        .count();
+    delivered.extend(queued.iter().cloned());
+    let seen: BTreeSet<String> = delivered.iter().cloned().collect();
+    if seen.len() != delivered.len() {
+        flag(
+            key,
+            "queue-once",
+            "an element was delivered twice (popped twice, or popped and still queued)".into(),
+        );
+    }
+    let missing: Vec<&String> = must.difference(&seen).collect();
+    if missing.len() > unknown_pops {
+        flag(
+            key,
+            "no-lost-elements",
+            format!(
+                "acknowledged pushes {missing:?} were neither popped nor queued ({unknown_pops} pops of unknown outcome)"
+            ),
+        );
+    }
+    for phantom in seen.difference(&may) {
+        flag(
+            key,
+            "no-phantom-elements",
+            format!("element {phantom} was never successfully pushed"),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,6 +597,92 @@ mod tests {
 
     fn done(observed: Observed) -> Outcome {
         Outcome::Done(observed)
+    }
+
+    fn popped(element: &str) -> Outcome {
+        done(Observed::Elements(vec!["k".into(), element.into()]))
+    }
+
+    /// A queue: pops take elements in push order, a pop that timed out saw it
+    /// empty; an element popped twice, or out of order, is not linearizable.
+    #[test]
+    fn blocking_pops_follow_the_queue_model() {
+        let push = |element: &str, span, length| {
+            operation(
+                1,
+                Call::RPush(element.into()),
+                span,
+                done(Observed::Integer(length)),
+            )
+        };
+        let good = vec![
+            operation(2, Call::BLPop, (0, 30), popped("a")),
+            push("a", (10, 11), 1),
+            push("b", (12, 13), 1),
+            operation(3, Call::BLPop, (14, 15), popped("b")),
+            operation(3, Call::BLPop, (16, 17), done(Observed::Nil)),
+        ];
+        assert_eq!(linearizable(&good), Vec::new());
+        let twice = vec![
+            push("a", (0, 1), 1),
+            operation(2, Call::BLPop, (2, 3), popped("a")),
+            operation(3, Call::BLPop, (4, 5), popped("a")),
+        ];
+        assert_eq!(linearizable(&twice).len(), 1);
+        let out_of_order = vec![
+            push("a", (0, 1), 1),
+            push("b", (2, 3), 2),
+            operation(2, Call::BLPop, (4, 5), popped("b")),
+        ];
+        assert_eq!(linearizable(&out_of_order).len(), 1);
+        // An unknown pop may have taken the element, or not.
+        let unknown = vec![
+            push("a", (0, 1), 1),
+            operation(2, Call::BLPop, (2, u64::MAX), Outcome::Unknown),
+            operation(3, Call::LRange, (10, 11), done(Observed::Elements(vec![]))),
+        ];
+        assert_eq!(linearizable(&unknown), Vec::new());
+    }
+
+    #[test]
+    fn a_queue_ends_with_every_push_popped_or_queued_once() {
+        let history = vec![
+            operation(
+                1,
+                Call::RPush("a".into()),
+                (0, 1),
+                done(Observed::Integer(1)),
+            ),
+            operation(
+                1,
+                Call::RPush("b".into()),
+                (2, 3),
+                done(Observed::Integer(2)),
+            ),
+            operation(
+                1,
+                Call::RPush("c".into()),
+                (4, 5),
+                done(Observed::Integer(3)),
+            ),
+            operation(2, Call::BLPop, (6, 7), popped("a")),
+        ];
+        let finals = |elements: &[&str]| {
+            BTreeMap::from([(
+                "k".to_string(),
+                Observed::Elements(elements.iter().map(|e| e.to_string()).collect()),
+            )])
+        };
+        assert_eq!(final_state(&history, &finals(&["b", "c"])), Vec::new());
+        let checkers = |elements: &[&str]| -> Vec<&'static str> {
+            final_state(&history, &finals(elements))
+                .iter()
+                .map(|violation| violation.checker)
+                .collect()
+        };
+        assert_eq!(checkers(&["c"]), vec!["no-lost-elements"]);
+        assert_eq!(checkers(&["a", "b", "c"]), vec!["queue-once"]);
+        assert_eq!(checkers(&["b", "c", "z"]), vec!["no-phantom-elements"]);
     }
 
     #[test]

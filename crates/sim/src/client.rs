@@ -415,6 +415,7 @@ fn command(key: &str, call: &Call) -> Vec<Bytes> {
         Call::SMembers => vec!["SMEMBERS", key],
         Call::RPush(element) => vec!["RPUSH", key, element],
         Call::LRange => vec!["LRANGE", key, "0", "-1"],
+        Call::BLPop => vec!["BLPOP", key, "0.5"],
         Call::Transfer(_) | Call::Audit | Call::Limit(_) => {
             unreachable!("built by `commands`")
         }
@@ -450,7 +451,7 @@ fn observe_all(replies: &[Frame]) -> Observed {
 fn observe(call: &Call, reply: &Frame) -> Observed {
     match reply {
         Frame::Simple(status) if status.as_ref() == b"OK" => Observed::Ok,
-        Frame::Null => Observed::Nil,
+        Frame::Null | Frame::NullArray => Observed::Nil,
         Frame::Bulk(bytes) => Observed::Bulk(text(bytes)),
         Frame::Integer(value) => Observed::Integer(*value),
         Frame::Array(items) | Frame::Set(items) => {

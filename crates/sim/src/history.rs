@@ -20,6 +20,10 @@ pub enum Call {
     RPush(String),
     /// `LRANGE key 0 -1`
     LRange,
+    /// `BLPOP key 0.5`: waits up to half a second for an element (observed:
+    /// the key and the element, or nil when it timed out). Only on the real
+    /// node, whose blocked clients are served through the log.
+    BLPop,
     /// `MULTI; DECRBY {key}a n; INCRBY {key}b n; EXEC`: moves `n` between the
     /// two accounts of one slot (observed: both new balances).
     Transfer(i64),

@@ -142,6 +142,8 @@ pub struct Report {
     pub failed: usize,
     /// The rate limiter's acknowledged answers: admitted, refused.
     pub admissions: (usize, usize),
+    /// Acknowledged blocking pops: that took an element, that timed out.
+    pub pops: (usize, usize),
     pub faults_applied: usize,
     /// The faults as applied, with their simulated times.
     pub fault_log: Vec<String>,
@@ -164,6 +166,8 @@ const SET: &str = "s0";
 const LIST: &str = "l0";
 /// The transfer pair: keys `{acct}a` and `{acct}b`, one slot.
 const ACCOUNTS: &str = "acct";
+/// The work queue: pushes and blocking pops.
+const QUEUE: &str = "q0";
 /// The rate limiter's sorted set: key `{rl}`.
 const LIMITER: &str = "rl";
 
@@ -343,6 +347,20 @@ pub fn run(config: &Config) -> Report {
             limiter_answers(&operations, "1"),
             limiter_answers(&operations, "0"),
         ),
+        pops: (
+            operations
+                .iter()
+                .filter(|operation| operation.call == Call::BLPop)
+                .filter(|operation| {
+                    matches!(operation.outcome, Outcome::Done(Observed::Elements(_)))
+                })
+                .count(),
+            operations
+                .iter()
+                .filter(|operation| operation.call == Call::BLPop)
+                .filter(|operation| operation.outcome == Outcome::Done(Observed::Nil))
+                .count(),
+        ),
         faults_applied: applied.len(),
         fault_log: applied,
         simulated,
@@ -509,12 +527,13 @@ async fn drive(
             client.transport = Transport::Resp(BTreeMap::new());
         }
         let (mut rng, window) = (rng.fork(), config.window);
+        let queue = config.hosts == Hosts::Node;
         clients.push(tokio::spawn(async move {
             let mut sequence = 0u64;
             while turmoil::sim_elapsed().unwrap_or_default() < window {
                 sequence += 1;
                 let unique = format!("{id}-{sequence}");
-                let (key, call) = pick(&mut rng, unique);
+                let (key, call) = pick(&mut rng, unique, queue);
                 client.perform(key, call, rng.next_u64()).await;
                 tokio::time::sleep(Duration::from_millis(rng.between(1, 30))).await;
             }
@@ -569,11 +588,16 @@ async fn drive(
         reader.transport = Transport::Resp(BTreeMap::new());
     }
     let mut values = BTreeMap::new();
-    let finals = REGISTERS.iter().map(|key| (*key, Call::Get)).chain([
-        (COUNTER, Call::Get),
-        (SET, Call::SMembers),
-        (LIST, Call::LRange),
-    ]);
+    let queue = (config.hosts == Hosts::Node).then_some((QUEUE, Call::LRange));
+    let finals = REGISTERS
+        .iter()
+        .map(|key| (*key, Call::Get))
+        .chain([
+            (COUNTER, Call::Get),
+            (SET, Call::SMembers),
+            (LIST, Call::LRange),
+        ])
+        .chain(queue);
     for (key, call) in finals {
         let mut tries = 0;
         loop {
@@ -593,8 +617,16 @@ async fn drive(
     Ok(Finals { values, digest })
 }
 
-/// One operation of the workload mix.
-fn pick(rng: &mut Rng, unique: String) -> (&'static str, Call) {
+/// One operation of the workload mix; with `queue`, also a work queue of
+/// pushes and blocking pops (on the real node only).
+fn pick(rng: &mut Rng, unique: String, queue: bool) -> (&'static str, Call) {
+    if queue && rng.below(100) < 12 {
+        return if rng.below(2) == 0 {
+            (QUEUE, Call::RPush(unique))
+        } else {
+            (QUEUE, Call::BLPop)
+        };
+    }
     let register = REGISTERS[rng.below(REGISTERS.len() as u64) as usize];
     match rng.below(100) {
         0..=24 => (register, Call::Set(unique)),

@@ -56,6 +56,7 @@ pub fn sweep(
                         unknown: 0,
                         failed: 0,
                         admissions: (0, 0),
+                        pops: (0, 0),
                         faults_applied: 0,
                         fault_log: Vec::new(),
                         simulated: Duration::ZERO,

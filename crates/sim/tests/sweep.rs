@@ -79,6 +79,8 @@ fn one_seed_on_the_real_node_replays_the_same_trace() {
     let second = run(&Config::on_nodes(seed));
     assert!(first.passed(), "{first:?}");
     assert!(first.operations > 100, "{first:?}");
+    // Blocking pops both took elements and timed out.
+    assert!(first.pops.0 > 0 && first.pops.1 > 0, "{first:?}");
     assert_eq!(
         first.trace_hash, second.trace_hash,
         "seed {seed} on the node gave two different runs: {first:?} vs {second:?}"

@@ -91,13 +91,15 @@ fn run(options: Options) -> ExitCode {
         &|report| {
             if verbose || !report.passed() {
                 println!(
-                    "seed {}: {} ({} operations, {} unknown, limiter {}/{} admitted, {} faults, hash {:016x})",
+                    "seed {}: {} ({} operations, {} unknown, limiter {}/{} admitted, blocking pops {}/{} served, {} faults, hash {:016x})",
                     report.seed,
                     if report.passed() { "ok" } else { "FAILED" },
                     report.operations,
                     report.unknown,
                     report.admissions.0,
                     report.admissions.0 + report.admissions.1,
+                    report.pops.0,
+                    report.pops.0 + report.pops.1,
                     report.faults_applied,
                     report.trace_hash
                 );
