@@ -231,11 +231,26 @@ impl Clocks {
         }
     }
 
+    /// Fixed offsets (ms) per node, without drift.
+    pub fn with_offsets(offsets: &[(NodeId, i64)]) -> Clocks {
+        Clocks {
+            skews: offsets
+                .iter()
+                .map(|&(node, offset)| (node, (offset, 0)))
+                .collect(),
+        }
+    }
+
     /// Replica `node`'s clock now, in Unix milliseconds.
     pub fn now_ms(&self, node: NodeId) -> u64 {
-        let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis() as i64;
+        self.now_micros(node) / 1000
+    }
+
+    /// Replica `node`'s clock now, in Unix microseconds.
+    pub fn now_micros(&self, node: NodeId) -> u64 {
+        let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_micros() as i64;
         let (offset, drift) = self.skews.get(&node).copied().unwrap_or((0, 0));
-        (EPOCH_MS as i64 + elapsed + offset + elapsed * drift / 1_000_000) as u64
+        (EPOCH_MS as i64 * 1000 + elapsed + offset * 1000 + elapsed * drift / 1_000_000) as u64
     }
 
     /// One line per replica for the trace.

@@ -16,23 +16,37 @@ use replication::log_store::WriterMode;
 use resp::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 
 use replication::NodeId;
 
 use crate::disk::SimDisk;
-use crate::group::{host_name, Handles, Storage, RAFT_PORT};
+use crate::group::{host_name, Clocks, Handles, Storage, RAFT_PORT};
 
 /// The port every simulated node serves clients on.
 pub const RESP_PORT: u16 = 6379;
 
-/// Unix time at the simulation's start, in microseconds.
-const EPOCH_MICROS: u64 = 1_700_000_000_000_000;
+thread_local! {
+    /// The clocks of the simulation running on this thread, and which node
+    /// each host runtime runs (a restarted host gets a new runtime).
+    static CLOCKS: RefCell<(Clocks, HashMap<tokio::runtime::Id, NodeId>)> =
+        RefCell::new((Clocks::default(), HashMap::new()));
+}
 
-/// The node's clock in a simulation: the simulation's start plus simulated
-/// time (hosts share it).
+/// The node's clock in a simulation: the clock of the host whose runtime
+/// asks (simulated time plus its offset and drift), as each replica of the
+/// replication runs has its own.
 fn simulated_micros() -> u64 {
-    EPOCH_MICROS + turmoil::sim_elapsed().unwrap_or_default().as_micros() as u64
+    let runtime = tokio::runtime::Handle::try_current().map(|handle| handle.id());
+    CLOCKS.with(|clocks| {
+        let (clocks, hosts) = &*clocks.borrow();
+        let node = runtime
+            .ok()
+            .and_then(|runtime| hosts.get(&runtime).copied())
+            .unwrap_or(0);
+        clocks.now_micros(node)
+    })
 }
 
 /// Accepts client connections on the simulated network.
@@ -63,12 +77,16 @@ pub fn add_nodes(sim: &mut turmoil::Sim<'_>, count: u64, root: PathBuf, seed: u6
         &Handles::default(),
         Storage::default(),
         &BTreeMap::new(),
+        Clocks::default(),
     );
 }
 
 /// [`add_nodes`] for a fault run: each node's group is published in
 /// `handles` (for membership changes and convergence checks), snapshots
-/// follow `storage`, and a node with a disk in `disks` keeps its log there.
+/// follow `storage`, a node with a disk in `disks` keeps its log there, and
+/// each node's wall clock is its clock in `clocks`. (Simulations of one
+/// thread run one at a time; `clocks` holds for this thread's.)
+#[allow(clippy::too_many_arguments)]
 pub fn add_nodes_with(
     sim: &mut turmoil::Sim<'_>,
     count: u64,
@@ -77,8 +95,10 @@ pub fn add_nodes_with(
     handles: &Handles,
     storage: Storage,
     disks: &BTreeMap<NodeId, SimDisk>,
+    clocks: Clocks,
 ) {
     node::clock::set_source(simulated_micros);
+    CLOCKS.with(|current| *current.borrow_mut() = (clocks, HashMap::new()));
     let members: Vec<String> = (1..=count)
         .map(|id| format!("{id}={}:{RESP_PORT}@{RAFT_PORT}", host_name(id)))
         .collect();
@@ -111,6 +131,8 @@ struct NodeHost {
 
 impl NodeHost {
     async fn run(self) -> Result<(), Box<dyn Error>> {
+        let runtime = tokio::runtime::Handle::current().id();
+        CLOCKS.with(|clocks| clocks.borrow_mut().1.insert(runtime, self.id));
         let mut config = node::config::Config::default();
         let id_text = self.id.to_string();
         let dir_text = self.dir.to_string_lossy().into_owned();

@@ -49,7 +49,7 @@ pub enum Hosts {
     /// each replica with its own skewed clock.
     Replication,
     /// The real `slotraft node` in replicated mode; clients speak RESP to it.
-    /// Hosts share one clock (the node's clock is process-wide).
+    /// Each node's wall clock is skewed as the replicas' are.
     Node,
 }
 
@@ -96,8 +96,6 @@ impl Config {
     pub fn on_nodes(seed: u64) -> Config {
         Config {
             hosts: Hosts::Node,
-            clock_offset_ms: 0,
-            clock_drift_ppm: 0,
             ..Config::new(seed)
         }
     }
@@ -211,6 +209,7 @@ pub fn run(config: &Config) -> Report {
             &handles,
             config.storage,
             &disks,
+            clocks.clone(),
         ),
     }
     let mut crash_rng = rng.fork();

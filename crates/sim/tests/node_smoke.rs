@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use resp::Frame;
-use sim::group::host_name;
-use sim::node_host::{add_nodes, RespClient};
+use sim::group::{host_name, Clocks, Handles, Storage};
+use sim::node_host::{add_nodes, add_nodes_with, RespClient};
 
 type Trace = Arc<Mutex<Vec<String>>>;
 
@@ -242,4 +242,41 @@ fn the_same_seed_replays_the_same_node_run() {
     let first = run(seed, "first");
     let second = run(seed, "second");
     assert_eq!(first, second, "seed {seed} replayed differently");
+}
+
+/// Each simulated node reads its own skewed wall clock (TIME answers it).
+#[test]
+fn each_node_keeps_its_own_clock() {
+    let seed = seed();
+    let root = scratch_dir(seed, "clocks");
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_secs(60))
+        .tick_duration(Duration::from_millis(1))
+        .rng_seed(seed)
+        .build();
+    add_nodes_with(
+        &mut sim,
+        3,
+        root.clone(),
+        seed,
+        &Handles::default(),
+        Storage::default(),
+        &Default::default(),
+        Clocks::with_offsets(&[(1, 0), (2, 60_000), (3, -60_000)]),
+    );
+    sim.client("driver", async move {
+        let mut seconds = Vec::new();
+        for id in 1..=3 {
+            match call(id, &["TIME"]).await? {
+                Frame::Array(parts) => seconds.push(text(&parts[0]).parse::<i64>()?),
+                other => return Err(format!("TIME answered {other:?}").into()),
+            }
+        }
+        assert!((seconds[1] - seconds[0] - 60).abs() <= 1, "{seconds:?}");
+        assert!((seconds[0] - seconds[2] - 60).abs() <= 1, "{seconds:?}");
+        Ok(())
+    });
+    let outcome = sim.run();
+    let _ = std::fs::remove_dir_all(&root);
+    outcome.unwrap();
 }

@@ -66,12 +66,7 @@ fn parse(arguments: Vec<String>) -> Result<Options, String> {
                 }
             },
             "--hosts" => {
-                if Hosts::parse(&value("--hosts")?)? == Hosts::Node {
-                    let template = Config::on_nodes(0);
-                    options.template.hosts = template.hosts;
-                    options.template.clock_offset_ms = template.clock_offset_ms;
-                    options.template.clock_drift_ppm = template.clock_drift_ppm;
-                }
+                options.template.hosts = Hosts::parse(&value("--hosts")?)?;
             }
             "--verbose" => options.verbose = true,
             "-h" | "--help" => return Err("help".into()),
