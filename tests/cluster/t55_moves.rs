@@ -134,6 +134,14 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
         !group_dir(0, 1).exists()
     });
     assert!(group_dir(0, 2).exists() && group_dir(3, 1).exists());
+    // Node 3 now hosts one follower and leads nothing; CLUSTER KEYSLOT is
+    // still answered there (it reads no shard).
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg("somekey")
+        .query(&mut cluster.client(3))
+        .unwrap();
+    assert_eq!(slot, 11058);
     // Moving it again finds the work done.
     let again = admin(&[
         "move-replica",

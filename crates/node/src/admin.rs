@@ -8,7 +8,10 @@ use cluster::topology::METADATA_GROUP;
 use cluster::{NodeInfo, Topology};
 use resp::Frame;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock: the same as the system's in a real run, the simulated one in
+// a simulation.
+use tokio::time::Instant;
 
 /// How long `create` waits for every shard to elect a leader.
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
@@ -309,7 +312,12 @@ fn join_slots(slots: &[u16]) -> String {
 /// answers TRYAGAIN) and the metadata makes the target their owner. Returns
 /// the keys moved. Rerunning after an interruption is safe: the copy
 /// replaces, and nothing writes to a frozen slot.
-async fn migrate_slots(address: &str, slots: &[u16], from: u64, to: u64) -> anyhow::Result<usize> {
+pub async fn migrate_slots(
+    address: &str,
+    slots: &[u16],
+    from: u64,
+    to: u64,
+) -> anyhow::Result<usize> {
     let topology = fetch_topology(address).await?;
     let (from_text, to_text) = (from.to_string(), to.to_string());
     let fresh: Vec<u16> = slots

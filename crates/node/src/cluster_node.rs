@@ -111,6 +111,8 @@ pub struct ClusterNode {
     dir: PathBuf,
     registry: Arc<Registry>,
     client: rpc::RpcClient,
+    /// How every hosted group keeps its log.
+    log: replica::LogSetup,
     pub blocking: Arc<Blocking>,
     shutdown: watch::Receiver<bool>,
     state: RwLock<State>,
@@ -138,18 +140,43 @@ impl ClusterNode {
         shutdown: watch::Receiver<bool>,
         seed: u64,
     ) -> anyhow::Result<Arc<ClusterNode>> {
+        let registry = Registry::new();
+        replica::serve_raft(raft_listener, registry.clone(), shutdown.clone());
+        ClusterNode::start_with(
+            config,
+            keyspace_config,
+            registry,
+            rpc::RpcClient::new(rpc::ClientOptions::default()),
+            replica::LogSetup::default(),
+            shutdown,
+            seed,
+        )
+        .await
+    }
+
+    /// [`ClusterNode::start`] with the Raft RPC server left to the caller (it
+    /// serves `registry`), peers reached through `client`, and every group's
+    /// log as `log` says (a simulation's network and disk).
+    pub async fn start_with(
+        config: &Config,
+        keyspace_config: KeyspaceConfig,
+        registry: Arc<Registry>,
+        client: rpc::RpcClient,
+        log: replica::LogSetup,
+        shutdown: watch::Receiver<bool>,
+        seed: u64,
+    ) -> anyhow::Result<Arc<ClusterNode>> {
         let dir = Path::new(config.dir()).join("cluster");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let identity = Identity::load_or_create(&dir, config.node_id(), seed)?;
-        let registry = Registry::new();
-        replica::serve_raft(raft_listener, registry.clone(), shutdown.clone());
         let node = Arc::new(ClusterNode {
             identity,
             config: config.clone(),
             keyspace_config,
             dir,
             registry,
-            client: rpc::RpcClient::new(rpc::ClientOptions::default()),
+            client,
+            log,
             blocking: Arc::new(Blocking::new()),
             shutdown,
             state: RwLock::new(State::default()),
@@ -469,7 +496,7 @@ impl ClusterNode {
                 dir: self.group_dir(group_id),
                 template,
                 founder,
-                log: replica::LogSetup::default(),
+                log: self.log.clone(),
             },
             &self.config,
             &self.registry,
@@ -518,6 +545,10 @@ impl ClusterNode {
             };
         };
         let slot = match spec.name {
+            // Arithmetic on its argument, not a read of any shard: every node
+            // answers it at once, as in Redis, whether or not it leads a
+            // shard or can reach its peers.
+            "cluster|keyslot" => return Target::Unsharded,
             // Per-slot questions go to the shard that owns the slot; a node
             // that holds none of its keys answers for none, as in Redis.
             "cluster|countkeysinslot" | "cluster|getkeysinslot" => {

@@ -47,6 +47,36 @@ pub fn encode_request(arguments: &[&[u8]]) -> Vec<u8> {
     wire
 }
 
+/// A connection a call is made over.
+pub trait CallStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> CallStream for S {}
+
+/// Opens a connection to an address (`HOST:PORT`).
+pub type Dialer = fn(
+    String,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = std::io::Result<Box<dyn CallStream>>> + Send>,
+>;
+
+/// A replacement for TCP, set by a simulation.
+static DIALER: std::sync::OnceLock<Dialer> = std::sync::OnceLock::new();
+
+/// Makes `dialer` open every call's connection from now on (a simulation's
+/// network). Only the first call counts; false for later ones.
+pub fn set_dialer(dialer: Dialer) -> bool {
+    DIALER.set(dialer).is_ok()
+}
+
+async fn connect(address: &str) -> std::io::Result<Box<dyn CallStream>> {
+    if let Some(dialer) = DIALER.get() {
+        return dialer(address.to_string()).await;
+    }
+    let stream = TcpStream::connect(address).await?;
+    stream.set_nodelay(true)?;
+    Ok(Box::new(stream))
+}
+
 /// Sends one command to `address` and returns its reply (error replies are
 /// replies, not `Err`).
 pub async fn call(address: &str, arguments: &[&[u8]]) -> anyhow::Result<Frame> {
@@ -56,10 +86,9 @@ pub async fn call(address: &str, arguments: &[&[u8]]) -> anyhow::Result<Frame> {
 }
 
 async fn call_unbounded(address: &str, arguments: &[&[u8]]) -> anyhow::Result<Frame> {
-    let mut stream = TcpStream::connect(address)
+    let mut stream = connect(address)
         .await
         .with_context(|| format!("connecting to {address}"))?;
-    stream.set_nodelay(true)?;
     let mut wire = Vec::new();
     let mut skip = 0;
     if let Some(auth) = auth_request() {

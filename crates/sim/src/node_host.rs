@@ -249,3 +249,97 @@ impl RespClient {
         }
     }
 }
+
+/// Opens admin and node-to-node RESP calls over the simulated network (a
+/// `node::resp_client::Dialer`).
+fn simulated_dial(address: String) -> DialFuture {
+    Box::pin(async move {
+        let stream = turmoil::net::TcpStream::connect(address).await?;
+        Ok(Box::new(stream) as Box<dyn node::resp_client::CallStream>)
+    })
+}
+
+type DialFuture = std::pin::Pin<
+    Box<
+        dyn std::future::Future<Output = io::Result<Box<dyn node::resp_client::CallStream>>> + Send,
+    >,
+>;
+
+/// The address clients and the admin use for node `id`.
+pub fn node_address(id: NodeId) -> String {
+    format!("{}:{RESP_PORT}", host_name(id))
+}
+
+/// Adds nodes `1..=count` as cluster-enabled hosts (`--cluster-enabled yes`),
+/// not yet in a cluster: the driver forms one with
+/// `node::admin::create` over [`node_address`]es, as `slotraft cluster
+/// create` does. Admin calls and the nodes' own calls to each other go over
+/// the simulated network.
+pub fn add_cluster_nodes(
+    sim: &mut turmoil::Sim<'_>,
+    count: u64,
+    root: PathBuf,
+    seed: u64,
+    clocks: Clocks,
+) {
+    node::clock::set_source(simulated_micros);
+    node::resp_client::set_dialer(simulated_dial);
+    CLOCKS.with(|current| *current.borrow_mut() = (clocks, HashMap::new()));
+    for id in 1..=count {
+        let dir = root.join(host_name(id));
+        let seed = seed.wrapping_add(id);
+        sim.host(host_name(id), move || {
+            run_cluster_node(id, dir.clone(), seed)
+        });
+    }
+}
+
+async fn run_cluster_node(id: NodeId, dir: PathBuf, seed: u64) -> Result<(), Box<dyn Error>> {
+    let runtime = tokio::runtime::Handle::current().id();
+    CLOCKS.with(|clocks| clocks.borrow_mut().1.insert(runtime, id));
+    let mut config = node::config::Config::default();
+    let id_text = id.to_string();
+    let raft_port = RAFT_PORT.to_string();
+    let dir_text = dir.to_string_lossy().into_owned();
+    for (name, value) in [
+        ("port", "6379"),
+        ("raft-port", raft_port.as_str()),
+        ("cluster-enabled", "yes"),
+        ("node-id", id_text.as_str()),
+        ("dir", dir_text.as_str()),
+    ] {
+        config.set_startup(name, value)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let mut keyspace_config = keyspace::KeyspaceConfig::default();
+    node::server::apply_config_to(&config, &mut keyspace_config);
+    let registry = Registry::new();
+    let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
+    tokio::spawn(rpc::serve_with_incoming(
+        crate::net::incoming(raft_listener),
+        registry.clone(),
+        std::future::pending(),
+    ));
+    let client =
+        rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
+    let log = node::replica::LogSetup {
+        writer: WriterMode::Task,
+        fs: Arc::new(StdFs),
+    };
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
+    let cluster = node::cluster_node::ClusterNode::start_with(
+        &config,
+        keyspace_config,
+        registry,
+        client,
+        log,
+        stopped,
+        seed,
+    )
+    .await
+    .map_err(|error| error.to_string())?;
+    let shared = node::server::Shared::clustered(config, seed ^ 0x5eed, cluster);
+    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RESP_PORT)).await?;
+    node::server::run(shared, SimListener(listener)).await?;
+    Ok(())
+}
