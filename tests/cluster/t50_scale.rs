@@ -2,41 +2,8 @@
 //! them (`add-shard`), `rebalance` gives it an even share of the slots while
 //! the data stays readable; a node without replicas leaves (`del-node`).
 
-use slotraft_tests::support::binary;
-use slotraft_tests::support::cluster::Cluster;
-use std::process::Command;
+use slotraft_tests::support::cluster::{admin, Cluster};
 use std::time::Duration;
-
-fn admin(arguments: &[&str]) -> String {
-    let output = Command::new(binary())
-        .arg("cluster")
-        .args(arguments)
-        .output()
-        .expect("run slotraft cluster");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success(),
-        "slotraft cluster {arguments:?}:\n{text}"
-    );
-    text
-}
-
-fn address(cluster: &Cluster, index: usize) -> String {
-    format!("127.0.0.1:{}", cluster.members[index].port)
-}
-
-fn node_id(cluster: &Cluster, index: usize) -> i64 {
-    let mut connection = cluster.client(index);
-    let (id, _name, _raft_port, _zone): (i64, String, i64, String) = redis::cmd("SLOTRAFT")
-        .arg("NODE-INFO")
-        .query(&mut connection)
-        .unwrap();
-    id
-}
 
 /// Slots owned per shard, from CLUSTER SHARDS.
 fn slots_per_shard(cluster: &Cluster, index: usize) -> Vec<i64> {
@@ -88,8 +55,8 @@ fn nodes_join_a_shard_is_added_and_rebalance_spreads_the_slots() {
     let mut new_ids = Vec::new();
     for _ in 0..3 {
         let index = cluster.spawn_extra();
-        admin(&["add-node", &address(&cluster, index), &address(&cluster, 0)]);
-        new_ids.push(node_id(&cluster, index).to_string());
+        admin(&["add-node", &cluster.address(index), &cluster.address(0)]);
+        new_ids.push(cluster.node_id(index));
     }
     let nodes: String = {
         let mut connection = cluster.client(0);
@@ -101,16 +68,16 @@ fn nodes_join_a_shard_is_added_and_rebalance_spreads_the_slots() {
     assert_eq!(nodes.lines().count(), 6, "{nodes}");
     admin(&[
         "add-shard",
-        &address(&cluster, 0),
+        &cluster.address(0),
         "--nodes",
         &new_ids.join(","),
     ]);
-    let output = admin(&["rebalance", &address(&cluster, 1)]);
+    let output = admin(&["rebalance", &cluster.address(1)]);
     assert!(output.contains("[OK] Moved 4096 slots"), "{output}");
     let mut counts = slots_per_shard(&cluster, 4);
     counts.sort();
     assert_eq!(counts, vec![4096, 4096, 4096, 4096]);
-    admin(&["check", &address(&cluster, 5)]);
+    admin(&["check", &cluster.address(5)]);
     // Every key is still there, whichever shard now holds it.
     let mut client = cluster.cluster_client();
     for index in 0..300 {
@@ -122,9 +89,9 @@ fn nodes_join_a_shard_is_added_and_rebalance_spreads_the_slots() {
     }
     // A node without replicas can leave; it is shut down and forgotten.
     let extra = cluster.spawn_extra();
-    admin(&["add-node", &address(&cluster, extra), &address(&cluster, 0)]);
-    let leaving = node_id(&cluster, extra).to_string();
-    admin(&["del-node", &address(&cluster, 0), &leaving]);
+    admin(&["add-node", &cluster.address(extra), &cluster.address(0)]);
+    let leaving = cluster.node_id(extra);
+    admin(&["del-node", &cluster.address(0), &leaving]);
     assert!(
         cluster.wait_exit(extra, Duration::from_secs(10)),
         "the removed node kept running"

@@ -6,43 +6,10 @@
 //! the original nodes killed, every shard still takes writes only because the
 //! new node's replicas complete its majority.
 
-use slotraft_tests::support::binary;
-use slotraft_tests::support::cluster::Cluster;
-use std::process::Command;
+use slotraft_tests::support::cluster::{admin, Cluster};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn admin(arguments: &[&str]) -> String {
-    let output = Command::new(binary())
-        .arg("cluster")
-        .args(arguments)
-        .output()
-        .expect("run slotraft cluster");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success(),
-        "slotraft cluster {arguments:?}:\n{text}"
-    );
-    text
-}
-
-fn address(cluster: &Cluster, index: usize) -> String {
-    format!("127.0.0.1:{}", cluster.members[index].port)
-}
-
-fn node_id(cluster: &Cluster, index: usize) -> String {
-    let mut connection = cluster.client(index);
-    let (id, _name, _raft_port, _zone): (i64, String, i64, String) = redis::cmd("SLOTRAFT")
-        .arg("NODE-INFO")
-        .query(&mut connection)
-        .unwrap();
-    id.to_string()
-}
 
 /// Writes `move:<n>` = n one key at a time over every shard until `stop`;
 /// returns the acknowledged values. SET is idempotent, so an error is retried
@@ -93,8 +60,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 fn replicas_and_a_metadata_vote_move_between_nodes_online() {
     let mut cluster = Cluster::start(3, &["--replicas", "3"], &[]);
     let extra = cluster.spawn_extra();
-    admin(&["add-node", &address(&cluster, extra), &address(&cluster, 0)]);
-    let ids: Vec<String> = (0..4).map(|index| node_id(&cluster, index)).collect();
+    admin(&["add-node", &cluster.address(extra), &cluster.address(0)]);
+    let ids: Vec<String> = (0..4).map(|index| cluster.node_id(index)).collect();
     // The writer knows only the nodes that stay.
     let urls: Vec<String> = (1..4).map(|index| cluster.url(index)).collect();
     let stop = Arc::new(AtomicBool::new(false));
@@ -108,7 +75,7 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
     // (leadership is handed over first when node 0 leads).
     let output = admin(&[
         "move-replica",
-        &address(&cluster, 1),
+        &cluster.address(1),
         "--shard",
         "1",
         "--from",
@@ -145,7 +112,7 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
     // Moving it again finds the work done.
     let again = admin(&[
         "move-replica",
-        &address(&cluster, 2),
+        &cluster.address(2),
         "--shard",
         "1",
         "--from",
@@ -157,7 +124,7 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
 
     // Node 0 leaves: its two other replicas and its metadata vote move to
     // node 3 (the only node without them), then it is shut down.
-    let output = admin(&["del-node", &address(&cluster, 1), &ids[0]]);
+    let output = admin(&["del-node", &cluster.address(1), &ids[0]]);
     assert!(
         output.contains(&format!(
             "[OK] Node {} votes in the metadata group instead of node {}",
@@ -169,7 +136,7 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
         cluster.wait_exit(0, Duration::from_secs(10)),
         "the removed node kept running"
     );
-    admin(&["check", &address(&cluster, 3)]);
+    admin(&["check", &cluster.address(3)]);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     let acknowledged = writing.join().unwrap();

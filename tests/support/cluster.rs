@@ -168,6 +168,22 @@ impl Cluster {
         );
     }
 
+    /// Member `index`'s client address, as the admin CLI takes it.
+    pub fn address(&self, index: usize) -> String {
+        format!("127.0.0.1:{}", self.members[index].port)
+    }
+
+    /// Member `index`'s node id (`SLOTRAFT NODE-INFO`), as the admin CLI
+    /// names nodes.
+    pub fn node_id(&self, index: usize) -> String {
+        let mut connection = self.client(index);
+        let (id, _name, _raft_port, _zone): (i64, String, i64, String) = redis::cmd("SLOTRAFT")
+            .arg("NODE-INFO")
+            .query(&mut connection)
+            .expect("SLOTRAFT NODE-INFO");
+        id.to_string()
+    }
+
     pub fn url(&self, index: usize) -> String {
         format!("redis://127.0.0.1:{}/", self.members[index].port)
     }
@@ -195,6 +211,26 @@ impl Cluster {
             .get_connection()
             .expect("cluster connection")
     }
+}
+
+/// Runs `slotraft cluster <arguments>`, asserts it succeeded and returns
+/// what it printed.
+pub fn admin(arguments: &[&str]) -> String {
+    let output = Command::new(binary())
+        .arg("cluster")
+        .args(arguments)
+        .output()
+        .expect("run slotraft cluster");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "slotraft cluster {arguments:?}:\n{text}"
+    );
+    text
 }
 
 impl Drop for Cluster {

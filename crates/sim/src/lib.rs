@@ -21,3 +21,4 @@ pub mod node_host;
 pub mod rng;
 pub mod run;
 pub mod sweep;
+pub mod trace;

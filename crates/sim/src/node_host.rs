@@ -117,6 +117,68 @@ pub fn add_nodes_with(
     }
 }
 
+/// What every simulated node starts from: its configuration (`options` as
+/// `--name value` pairs, applied at startup), the keyspace configuration
+/// that follows from it, and its Raft side: the RPC server on
+/// [`RAFT_PORT`] serving `registry`, a client over the simulated network, and
+/// the log written by a task on `disk` (the real file system without one).
+struct NodeSetup {
+    config: node::config::Config,
+    keyspace_config: keyspace::KeyspaceConfig,
+    registry: Arc<Registry>,
+    client: rpc::RpcClient,
+    log: node::replica::LogSetup,
+}
+
+impl NodeSetup {
+    async fn new(
+        dir: &std::path::Path,
+        options: &[(&str, &str)],
+        disk: Option<&SimDisk>,
+    ) -> Result<NodeSetup, Box<dyn Error>> {
+        let mut config = node::config::Config::default();
+        let dir_text = dir.to_string_lossy().into_owned();
+        config.set_startup("dir", &dir_text)?;
+        for (name, value) in options {
+            config.set_startup(name, value)?;
+        }
+        std::fs::create_dir_all(dir)?;
+        let mut keyspace_config = keyspace::KeyspaceConfig::default();
+        node::server::apply_config_to(&config, &mut keyspace_config);
+        let registry = Registry::new();
+        let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
+        tokio::spawn(rpc::serve_with_incoming(
+            crate::net::incoming(raft_listener),
+            registry.clone(),
+            std::future::pending(),
+        ));
+        let client =
+            rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
+        let fs: Arc<dyn Fs> = match disk {
+            Some(disk) => Arc::new(disk.clone()),
+            None => Arc::new(StdFs),
+        };
+        let log = node::replica::LogSetup {
+            writer: WriterMode::Task,
+            fs,
+        };
+        Ok(NodeSetup {
+            config,
+            keyspace_config,
+            registry,
+            client,
+            log,
+        })
+    }
+
+    /// Serves clients on [`RESP_PORT`] until the host ends.
+    async fn serve(shared: Arc<node::server::Shared>) -> Result<(), Box<dyn Error>> {
+        let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RESP_PORT)).await?;
+        node::server::run(shared, SimListener(listener)).await?;
+        Ok(())
+    }
+}
+
 /// One simulated host's node, as (re)started.
 #[derive(Clone)]
 struct NodeHost {
@@ -133,60 +195,42 @@ impl NodeHost {
     async fn run(self) -> Result<(), Box<dyn Error>> {
         let runtime = tokio::runtime::Handle::current().id();
         CLOCKS.with(|clocks| clocks.borrow_mut().1.insert(runtime, self.id));
-        let mut config = node::config::Config::default();
         let id_text = self.id.to_string();
-        let dir_text = self.dir.to_string_lossy().into_owned();
         let snapshot_every = self.storage.snapshot_every.to_string();
         let keep = self.storage.keep_behind_snapshot.to_string();
-        for (name, value) in [
-            ("port", "6379"),
-            ("node-id", id_text.as_str()),
-            ("group-members", self.members.as_str()),
-            ("dir", dir_text.as_str()),
-            ("raft-snapshot-entries", snapshot_every.as_str()),
-            ("raft-keep-entries", keep.as_str()),
-        ] {
-            config.set_startup(name, value)?;
-        }
-        std::fs::create_dir_all(&self.dir)?;
-        let mut keyspace_config = keyspace::KeyspaceConfig::default();
-        node::server::apply_config_to(&config, &mut keyspace_config);
-        let registry = Registry::new();
-        let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
-        tokio::spawn(rpc::serve_with_incoming(
-            crate::net::incoming(raft_listener),
-            registry.clone(),
-            std::future::pending(),
-        ));
-        let client =
-            rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
-        let fs: Arc<dyn Fs> = match &self.disk {
-            Some(disk) => Arc::new(disk.clone()),
-            None => Arc::new(StdFs),
-        };
-        let log = node::replica::LogSetup {
-            writer: WriterMode::Task,
-            fs,
-        };
+        let setup = NodeSetup::new(
+            &self.dir,
+            &[
+                ("port", "6379"),
+                ("node-id", &id_text),
+                ("group-members", &self.members),
+                ("raft-snapshot-entries", &snapshot_every),
+                ("raft-keep-entries", &keep),
+            ],
+            self.disk.as_ref(),
+        )
+        .await?;
         // Never stopped: a simulated host ends when it crashes or the
         // simulation does.
         let (_stop, stopped) = tokio::sync::watch::channel(false);
         let replica = node::replica::start_with(
-            &config,
-            keyspace_config,
-            &registry,
-            client,
-            log,
+            &setup.config,
+            setup.keyspace_config,
+            &setup.registry,
+            setup.client,
+            setup.log,
             stopped,
             self.seed,
         )
         .await
         .map_err(|error| error.to_string())?;
         self.handles.insert(self.id, replica.group.clone());
-        let shared = node::server::Shared::replicated(config, self.seed ^ 0x5eed, replica);
-        let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RESP_PORT)).await?;
-        node::server::run(shared, SimListener(listener)).await?;
-        Ok(())
+        NodeSetup::serve(node::server::Shared::replicated(
+            setup.config,
+            self.seed ^ 0x5eed,
+            replica,
+        ))
+        .await
     }
 }
 
@@ -297,49 +341,35 @@ pub fn add_cluster_nodes(
 async fn run_cluster_node(id: NodeId, dir: PathBuf, seed: u64) -> Result<(), Box<dyn Error>> {
     let runtime = tokio::runtime::Handle::current().id();
     CLOCKS.with(|clocks| clocks.borrow_mut().1.insert(runtime, id));
-    let mut config = node::config::Config::default();
     let id_text = id.to_string();
     let raft_port = RAFT_PORT.to_string();
-    let dir_text = dir.to_string_lossy().into_owned();
-    for (name, value) in [
-        ("port", "6379"),
-        ("raft-port", raft_port.as_str()),
-        ("cluster-enabled", "yes"),
-        ("node-id", id_text.as_str()),
-        ("dir", dir_text.as_str()),
-    ] {
-        config.set_startup(name, value)?;
-    }
-    std::fs::create_dir_all(&dir)?;
-    let mut keyspace_config = keyspace::KeyspaceConfig::default();
-    node::server::apply_config_to(&config, &mut keyspace_config);
-    let registry = Registry::new();
-    let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
-    tokio::spawn(rpc::serve_with_incoming(
-        crate::net::incoming(raft_listener),
-        registry.clone(),
-        std::future::pending(),
-    ));
-    let client =
-        rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
-    let log = node::replica::LogSetup {
-        writer: WriterMode::Task,
-        fs: Arc::new(StdFs),
-    };
+    let setup = NodeSetup::new(
+        &dir,
+        &[
+            ("port", "6379"),
+            ("raft-port", &raft_port),
+            ("cluster-enabled", "yes"),
+            ("node-id", &id_text),
+        ],
+        None,
+    )
+    .await?;
     let (_stop, stopped) = tokio::sync::watch::channel(false);
     let cluster = node::cluster_node::ClusterNode::start_with(
-        &config,
-        keyspace_config,
-        registry,
-        client,
-        log,
+        &setup.config,
+        setup.keyspace_config,
+        setup.registry,
+        setup.client,
+        setup.log,
         stopped,
         seed,
     )
     .await
     .map_err(|error| error.to_string())?;
-    let shared = node::server::Shared::clustered(config, seed ^ 0x5eed, cluster);
-    let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RESP_PORT)).await?;
-    node::server::run(shared, SimListener(listener)).await?;
-    Ok(())
+    NodeSetup::serve(node::server::Shared::clustered(
+        setup.config,
+        seed ^ 0x5eed,
+        cluster,
+    ))
+    .await
 }

@@ -13,29 +13,13 @@
 //!
 //! Reproduce a failure with `SIM_SEED=<seed> cargo nextest run -p sim --test cluster_smoke`.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use resp::Frame;
 use sim::group::{host_name, Clocks};
 use sim::node_host::{add_cluster_nodes, node_address, RespClient};
-
-type Trace = Arc<Mutex<Vec<String>>>;
-
-fn seed() -> u64 {
-    std::env::var("SIM_SEED")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(20_261_126)
-}
-
-fn note(trace: &Trace, line: String) {
-    trace
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(line);
-}
+use sim::trace::{lines, note, scratch_dir, seed_from_env, Trace};
 
 /// Sends `command` as a cluster client would: to `first`, then wherever MOVED
 /// points; TRYAGAIN, CLUSTERDOWN, UNKNOWN and lost connections are retried a
@@ -198,18 +182,9 @@ async fn scenario(seed: u64, trace: &Trace) -> Result<(), Box<dyn std::error::Er
     Ok(())
 }
 
-fn scratch_dir(seed: u64, run: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "slotraft-cluster-sim-{}-{seed}-{run}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
 fn run(seed: u64, run: &str) -> Vec<String> {
     replication::runtime::seed_rng(seed);
-    let root = scratch_dir(seed, run);
+    let root = scratch_dir("cluster-sim", seed, run);
     let mut sim = turmoil::Builder::new()
         .simulation_duration(Duration::from_secs(300))
         .tick_duration(Duration::from_millis(1))
@@ -224,10 +199,7 @@ fn run(seed: u64, run: &str) -> Vec<String> {
     }
     let outcome = sim.run();
     let _ = std::fs::remove_dir_all(&root);
-    let trace = trace
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clone();
+    let trace = lines(&trace);
     if let Err(error) = outcome {
         panic!(
             "simulation failed (seed {seed}): {error}\ntrace:\n{}\nreproduce: SIM_SEED={seed} cargo nextest run -p sim --test cluster_smoke",
@@ -239,7 +211,7 @@ fn run(seed: u64, run: &str) -> Vec<String> {
 
 #[test]
 fn a_cluster_moves_a_slot_under_writes_and_survives_a_partition() {
-    let trace = run(seed(), "a");
+    let trace = run(seed_from_env(20261126), "a");
     println!("{}", trace.join("\n"));
     assert!(trace.iter().any(|line| line.contains("check passes")));
 }

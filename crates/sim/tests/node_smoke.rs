@@ -8,51 +8,13 @@
 //!
 //! Reproduce a failure with `SIM_SEED=<seed> cargo nextest run -p sim --test node_smoke`.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use resp::Frame;
 use sim::group::{host_name, Clocks, Handles, Storage};
 use sim::node_host::{add_nodes, add_nodes_with, RespClient};
-
-type Trace = Arc<Mutex<Vec<String>>>;
-
-fn seed() -> u64 {
-    std::env::var("SIM_SEED")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(20_261_126)
-}
-
-fn push(trace: &Trace, line: String) {
-    trace
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(line);
-}
-
-/// Records an event with its simulated time.
-fn note(trace: &Trace, line: String) {
-    let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis();
-    push(trace, format!("{elapsed:>6}ms {line}"));
-}
-
-/// Records an event without its time (after a partition heals, reconnection
-/// times vary by a few milliseconds between runs of one seed: h2 times locally
-/// reset streams with the real clock).
-fn note_untimed(trace: &Trace, line: String) {
-    push(trace, format!("{:>6}   {line}", "-"));
-}
-
-fn scratch_dir(seed: u64, run: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "slotraft-node-sim-{}-{seed}-{run}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
+use sim::trace::{lines, note, note_untimed, scratch_dir, seed_from_env, Trace};
 
 fn text(frame: &Frame) -> String {
     match frame {
@@ -199,7 +161,7 @@ async fn scenario(trace: &Trace) -> Result<(), String> {
 /// Runs the scenario with `seed` and returns its trace.
 fn run(seed: u64, run: &str) -> Vec<String> {
     replication::runtime::seed_rng(seed);
-    let root = scratch_dir(seed, run);
+    let root = scratch_dir("node-sim", seed, run);
     let mut sim = turmoil::Builder::new()
         .simulation_duration(Duration::from_secs(120))
         .tick_duration(Duration::from_millis(1))
@@ -216,10 +178,7 @@ fn run(seed: u64, run: &str) -> Vec<String> {
     }
     let outcome = sim.run();
     let _ = std::fs::remove_dir_all(&root);
-    let trace = trace
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clone();
+    let trace = lines(&trace);
     if let Err(error) = outcome {
         panic!(
             "simulation failed (seed {seed}): {error}\ntrace:\n{}\nreproduce: SIM_SEED={seed} cargo nextest run -p sim --test node_smoke",
@@ -231,14 +190,14 @@ fn run(seed: u64, run: &str) -> Vec<String> {
 
 #[test]
 fn the_real_node_fails_over_under_a_partition_and_converges() {
-    let trace = run(seed(), "a");
+    let trace = run(seed_from_env(20261126), "a");
     println!("{}", trace.join("\n"));
     assert!(trace.iter().any(|line| line.contains("converged")));
 }
 
 #[test]
 fn the_same_seed_replays_the_same_node_run() {
-    let seed = seed();
+    let seed = seed_from_env(20261126);
     let first = run(seed, "first");
     let second = run(seed, "second");
     assert_eq!(first, second, "seed {seed} replayed differently");
@@ -247,8 +206,8 @@ fn the_same_seed_replays_the_same_node_run() {
 /// Each simulated node reads its own skewed wall clock (TIME answers it).
 #[test]
 fn each_node_keeps_its_own_clock() {
-    let seed = seed();
-    let root = scratch_dir(seed, "clocks");
+    let seed = seed_from_env(20261126);
+    let root = scratch_dir("node-sim", seed, "clocks");
     let mut sim = turmoil::Builder::new()
         .simulation_duration(Duration::from_secs(60))
         .tick_duration(Duration::from_millis(1))

@@ -5,49 +5,12 @@
 //!
 //! Reproduce a failure with `SIM_SEED=<seed> cargo nextest run -p sim --test smoke`.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use resp::Frame;
 use sim::group::{add_replicas, host_name, write, Handles, Storage};
-
-type Trace = Arc<Mutex<Vec<String>>>;
-
-fn seed() -> u64 {
-    std::env::var("SIM_SEED")
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(20_261_123)
-}
-
-/// Records an event with its simulated time.
-fn note(trace: &Trace, line: String) {
-    let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis();
-    push(trace, format!("{elapsed:>6}ms {line}"));
-}
-
-/// Records an event without its time. After a partition heals, reconnection
-/// times still vary by a few milliseconds between runs of one seed (suspected:
-/// h2 times locally reset streams with the real clock), so events from then on
-/// are compared by content.
-fn note_untimed(trace: &Trace, line: String) {
-    push(trace, format!("{:>6}   {line}", "-"));
-}
-
-fn push(trace: &Trace, line: String) {
-    trace
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(line);
-}
-
-fn scratch_dir(seed: u64, run: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("slotraft-sim-{}-{seed}-{run}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
+use sim::trace::{lines, note, note_untimed, scratch_dir, seed_from_env, Trace};
 
 fn expect(reply: Result<Frame, String>, expected: Frame, what: &str) -> Result<(), String> {
     match reply {
@@ -59,7 +22,7 @@ fn expect(reply: Result<Frame, String>, expected: Frame, what: &str) -> Result<(
 /// Runs the scenario with `seed` and returns its trace.
 fn run(seed: u64, run: &str) -> Vec<String> {
     replication::runtime::seed_rng(seed);
-    let root = scratch_dir(seed, run);
+    let root = scratch_dir("sim", seed, run);
     let mut sim = turmoil::Builder::new()
         .simulation_duration(Duration::from_secs(120))
         .tick_duration(Duration::from_millis(1))
@@ -84,10 +47,7 @@ fn run(seed: u64, run: &str) -> Vec<String> {
     }
     let outcome = sim.run();
     let _ = std::fs::remove_dir_all(&root);
-    let trace = trace
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clone();
+    let trace = lines(&trace);
     if let Err(error) = outcome {
         panic!(
             "simulation failed (seed {seed}): {error}\ntrace:\n{}\nreproduce: SIM_SEED={seed} cargo nextest run -p sim --test smoke",
@@ -204,7 +164,7 @@ async fn converge(handles: &Handles, ids: &[u64], limit: Duration) -> Result<Str
 
 #[test]
 fn a_partitioned_leader_is_replaced_and_the_group_converges() {
-    let trace = run(seed(), "once");
+    let trace = run(seed_from_env(20261123), "once");
     println!("{}", trace.join("\n"));
     assert!(
         trace.iter().any(|line| line.contains("final: applied")),
@@ -215,7 +175,7 @@ fn a_partitioned_leader_is_replaced_and_the_group_converges() {
 
 #[test]
 fn the_same_seed_replays_the_same_run() {
-    let seed = seed();
+    let seed = seed_from_env(20261123);
     let first = run(seed, "first");
     let second = run(seed, "second");
     assert_eq!(
