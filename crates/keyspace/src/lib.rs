@@ -21,6 +21,7 @@ pub mod indexed;
 mod keyspace;
 pub mod list;
 pub mod notify;
+mod rank_tree;
 pub mod rng;
 pub mod scripts;
 pub mod set;
