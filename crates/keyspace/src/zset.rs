@@ -380,6 +380,25 @@ impl ZSetValue {
         }
     }
 
+    /// [`ZSetValue::partition_point`] for a `before` that may not hold for a
+    /// prefix (a lex range over members of different scores, which Redis
+    /// leaves undefined): a binary search over ranks, so the answer depends
+    /// only on the entries in order, never on how the set is stored. A
+    /// replica that rebuilt the set from a snapshot (another tree shape) or
+    /// holds it in the other encoding answers, and removes, the same.
+    /// O(log² N) for a skiplist.
+    pub fn partition_point_by_rank(&self, before: impl Fn(&Entry) -> bool) -> usize {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.get(middle) {
+                Some(entry) if before(entry) => low = middle + 1,
+                _ => high = middle,
+            }
+        }
+        low
+    }
+
     /// Entries from ascending rank `rank` on: upwards, or downwards when
     /// `reverse` (from `rank` to rank 0).
     pub fn iter_from(&self, rank: usize, reverse: bool) -> impl Iterator<Item = &Entry> + '_ {
