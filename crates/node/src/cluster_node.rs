@@ -101,6 +101,10 @@ fn write_atomically(path: &Path, data: &[u8]) -> anyhow::Result<()> {
 struct State {
     topology: Option<Arc<Topology>>,
     metadata: Option<Arc<Replica>>,
+    /// The metadata replica was opened to join the metadata group (`SLOTRAFT
+    /// OPEN-METADATA`) and the topology does not name this node a voter yet:
+    /// topology changes meanwhile must not close it.
+    joining_metadata: bool,
     shards: BTreeMap<u64, Arc<Replica>>,
 }
 
@@ -328,7 +332,9 @@ impl ClusterNode {
             self.write_state().shards.remove(&id);
             self.close_group(id, &replica).await;
         }
-        if !topology.metadata_voters.contains(&me) {
+        if topology.metadata_voters.contains(&me) {
+            self.write_state().joining_metadata = false;
+        } else if !self.state().joining_metadata {
             let metadata = self.write_state().metadata.take();
             if let Some(metadata) = metadata {
                 self.close_group(METADATA_GROUP, &metadata).await;
@@ -382,7 +388,9 @@ impl ClusterNode {
             .open_group(METADATA_GROUP, BTreeMap::new(), founder, false)
             .await
             .map_err(|error| error.to_string())?;
-        self.write_state().metadata = Some(replica);
+        let mut state = self.write_state();
+        state.metadata = Some(replica);
+        state.joining_metadata = true;
         Ok(())
     }
 
