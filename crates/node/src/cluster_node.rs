@@ -365,15 +365,6 @@ impl ClusterNode {
         tracing::info!(group = group_id, "left the group");
     }
 
-    /// This node's replica of `group` (the metadata group or a shard).
-    pub fn group_replica(&self, group: u64) -> Option<Arc<Replica>> {
-        if group == METADATA_GROUP {
-            self.metadata()
-        } else {
-            self.shard(group)
-        }
-    }
-
     /// SLOTRAFT OPEN-METADATA: opens this node's replica of the metadata group
     /// before it is added to it (a voter replacement); it waits for the
     /// leader's first message.
@@ -401,25 +392,14 @@ impl ClusterNode {
     /// node is the one leaving, adding `to` as a learner, waiting for it to
     /// catch up.
     pub async fn replace_voter(&self, group: u64, from: u64, to: u64) -> Frame {
-        let replica = match self.group_replica(group) {
-            Some(replica) if replica.group.raft.is_leader() => replica,
-            _ => {
-                let leader = self
-                    .topology()
-                    .and_then(|topology| {
-                        let node = if group == METADATA_GROUP {
-                            return metadata_leader_address(self, &topology);
-                        } else {
-                            self.leader_of(&topology, group)?
-                        };
-                        topology
-                            .nodes
-                            .get(&node)
-                            .map(|info| format!("{}:{}", info.host, info.port))
-                    })
-                    .unwrap_or_else(|| "?".into());
-                return Frame::error_owned(format!("ERR NOTLEADER {leader}"));
-            }
+        let leading = if group == METADATA_GROUP {
+            self.leading_metadata()
+        } else {
+            self.leading_shard(group)
+        };
+        let replica = match leading {
+            Ok(replica) => replica,
+            Err(not_leader) => return not_leader,
         };
         let Some(address) = self.topology().and_then(|topology| {
             topology.nodes.get(&to).map(|info| NodeAddr {
@@ -539,6 +519,9 @@ impl ClusterNode {
 
     /// Routes a keyspace command by the slot of its keys.
     pub fn target(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Target {
+        if reads_no_shard(spec) {
+            return Target::Unsharded;
+        }
         let keyless = || {
             if spec.through_log() {
                 Target::Reply(Frame::error("CLUSTERDOWN The cluster is down"))
@@ -553,10 +536,6 @@ impl ClusterNode {
             };
         };
         let slot = match spec.name {
-            // Arithmetic on its argument, not a read of any shard: every node
-            // answers it at once, as in Redis, whether or not it leads a
-            // shard or can reach its peers.
-            "cluster|keyslot" => return Target::Unsharded,
             // Per-slot questions go to the shard that owns the slot; a node
             // that holds none of its keys answers for none, as in Redis.
             "cluster|countkeysinslot" | "cluster|getkeysinslot" => {
@@ -752,6 +731,19 @@ pub async fn propose_op(metadata: &Replica, op: Op) -> Result<Frame, String> {
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err("metadata proposal timed out".into()),
     }
+}
+
+/// Whether a command reads no shard's state at all (PING, ECHO, COMMAND and
+/// its subcommands, CLUSTER KEYSLOT): any node answers it at once, from its
+/// own empty keyspace, as Redis does, whether or not it leads a shard or can
+/// reach its peers. (Served by a shard, it went through that shard's read
+/// check: a node cut off from its peers answered PING with CLUSTERDOWN.) The
+/// list is explicit: Redis's flags do not tell these apart from keyless
+/// commands that read a shard's state (CLUSTER COUNTKEYSINSLOT, SCRIPT
+/// EXISTS, FUNCTION LIST carry no `readonly` flag either).
+pub fn reads_no_shard(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "ping" | "echo" | "command" | "cluster|keyslot")
+        || spec.name.starts_with("command|")
 }
 
 /// The slot of a command's keys: `None` when it has none, CROSSSLOT when they

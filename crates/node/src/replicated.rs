@@ -58,6 +58,7 @@ pub enum Route<'a> {
 impl Route<'_> {
     fn target(&self, spec: &CommandSpec, arguments: &[Bytes]) -> Target {
         match self {
+            Route::Single(_) if crate::cluster_node::reads_no_shard(spec) => Target::Unsharded,
             Route::Single(replica) => Target::Local(Arc::clone(replica)),
             Route::Cluster(node) => node.target(spec, arguments),
         }
@@ -679,14 +680,26 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         .filter(|(_, spec)| matches!(spec.handler, Handler::Keyspace(_)))
         .cloned()
         .collect();
-    let mut keyspace_replies = Vec::new().into_iter();
-    if !keyspace_commands.is_empty() {
-        // The transaction's replica: where its keyed commands go (they share a
-        // slot), else where its first command goes.
-        let (arguments, spec) = keyspace_commands
-            .iter()
-            .find(|(arguments, spec)| first_key(spec, arguments).is_some())
-            .unwrap_or(&keyspace_commands[0]);
+    let mut keyspace_replies: std::vec::IntoIter<Frame>;
+    // The transaction's replica: where its keyed commands go (they share a
+    // slot), else where its first command that needs a shard goes, else
+    // where its watched keys are. A transaction of only PING, ECHO and the
+    // like, watching nothing, needs no shard: its commands are answered here.
+    let exists = commands::lookup(b"exists").expect("EXISTS exists");
+    let watch_probe: Option<Vec<Bytes>> = watched
+        .first()
+        .map(|(key, _)| vec![Bytes::from_static(b"EXISTS"), key.clone()]);
+    let routing = keyspace_commands
+        .iter()
+        .find(|(arguments, spec)| first_key(spec, arguments).is_some())
+        .or_else(|| {
+            keyspace_commands
+                .iter()
+                .find(|(_, spec)| !crate::cluster_node::reads_no_shard(spec))
+        })
+        .map(|(arguments, spec)| (arguments.as_slice(), *spec))
+        .or_else(|| watch_probe.as_deref().map(|probe| (probe, exists)));
+    if let (Some((arguments, spec)), false) = (routing, keyspace_commands.is_empty()) {
         let replica = match route.target(spec, arguments) {
             Target::Local(replica) => replica,
             Target::Reply(reply) => return reply,
@@ -728,6 +741,13 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
             }
             Proposed::Aborted => return Frame::NullArray,
         }
+    } else {
+        let now_ms = clock::unix_ms();
+        let replies: Vec<Frame> = keyspace_commands
+            .iter()
+            .map(|(arguments, spec)| read(&mut shared.store(), now_ms, session, spec, arguments))
+            .collect();
+        keyspace_replies = replies.into_iter();
     }
     let mut replies = Vec::with_capacity(transaction.queued.len());
     for (arguments, spec) in transaction.queued {

@@ -163,6 +163,33 @@ async fn scenario(seed: u64, trace: &Trace) -> Result<(), Box<dyn std::error::Er
     if slot != Frame::Integer(11058) {
         return Err(format!("CLUSTER KEYSLOT on the cut-off node: {slot:?}").into());
     }
+    for (command, expected) in [
+        (&["PING"][..], Frame::Simple("PONG".into())),
+        (&["ECHO", "hi"][..], Frame::Bulk("hi".into())),
+    ] {
+        let reply = isolated.call(command).await?;
+        if reply != expected {
+            return Err(format!("{command:?} on the cut-off node: {reply:?}").into());
+        }
+    }
+    // So does a transaction of such commands.
+    let words = |text: &str| -> Vec<bytes::Bytes> {
+        text.split(' ')
+            .map(|word| bytes::Bytes::copy_from_slice(word.as_bytes()))
+            .collect()
+    };
+    let replies = isolated
+        .pipeline(&[
+            words("MULTI"),
+            words("PING"),
+            words("ECHO hi"),
+            words("EXEC"),
+        ])
+        .await?;
+    let expected = Frame::Array(vec![Frame::Simple("PONG".into()), Frame::Bulk("hi".into())]);
+    if replies.last() != Some(&expected) {
+        return Err(format!("MULTI PING ECHO EXEC on the cut-off node: {replies:?}").into());
+    }
     for other in [2, 3] {
         turmoil::release(host_name(1), host_name(other));
     }
