@@ -260,6 +260,35 @@ async fn leader_call(first: String, arguments: &[&[u8]]) -> anyhow::Result<Frame
     )
 }
 
+/// Errors a shard answers while it has no leader for a moment (an election,
+/// a leader that lost its quorum, a write whose outcome is unknown).
+const TRANSIENT: [&[u8]; 3] = [b"CLUSTERDOWN ", b"TRYAGAIN ", b"UNKNOWN "];
+
+/// A migration step sent to a shard's leader: like [`leader_call`], but
+/// retried while the shard answers a transient error, for up to
+/// [`STEP_LIMIT`]. Every step is idempotent (setting a slot's state, reading
+/// a batch, writing a batch of keys whose slots are frozen, dropping slots),
+/// so repeating one whose outcome was unknown is safe. Errors are returned
+/// as errors, naming `what`.
+async fn shard_step(first: &str, arguments: &[&[u8]], what: &str) -> anyhow::Result<Frame> {
+    let deadline = Instant::now() + STEP_LIMIT;
+    loop {
+        let reply = leader_call(first.to_string(), arguments).await?;
+        match &reply {
+            Frame::Error(text)
+                if TRANSIENT.iter().any(|prefix| text.starts_with(prefix))
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => return expect_ok(reply, what),
+        }
+    }
+}
+
+/// How long a migration step is retried while its shard has no leader.
+const STEP_LIMIT: Duration = Duration::from_secs(30);
+
 fn shard_leader_address(topology: &Topology, shard: u64) -> anyhow::Result<String> {
     topology
         .leader_of(shard)
@@ -341,48 +370,42 @@ pub async fn migrate_slots(
     let list = join_slots(slots);
     let source = shard_leader_address(&topology, from)?;
     let target = shard_leader_address(&topology, to)?;
-    expect_ok(
-        leader_call(
-            source.clone(),
-            &[
-                b"SLOTRAFT",
-                b"SLOT-STATE",
-                from_text.as_bytes(),
-                list.as_bytes(),
-                b"1",
-            ],
-        )
-        .await?,
+    shard_step(
+        &source,
+        &[
+            b"SLOTRAFT",
+            b"SLOT-STATE",
+            from_text.as_bytes(),
+            list.as_bytes(),
+            b"1",
+        ],
         "freezing the slots",
-    )?;
-    expect_ok(
-        leader_call(
-            target.clone(),
-            &[
-                b"SLOTRAFT",
-                b"SLOT-STATE",
-                to_text.as_bytes(),
-                list.as_bytes(),
-                b"0",
-            ],
-        )
-        .await?,
+    )
+    .await?;
+    shard_step(
+        &target,
+        &[
+            b"SLOTRAFT",
+            b"SLOT-STATE",
+            to_text.as_bytes(),
+            list.as_bytes(),
+            b"0",
+        ],
         "opening the slots on the target",
-    )?;
+    )
+    .await?;
     let moved = copy_slots(&source, &target, &list, from, to).await?;
-    expect_ok(
-        leader_call(
-            source,
-            &[
-                b"SLOTRAFT",
-                b"DROP-SLOT",
-                from_text.as_bytes(),
-                list.as_bytes(),
-            ],
-        )
-        .await?,
+    shard_step(
+        &source,
+        &[
+            b"SLOTRAFT",
+            b"DROP-SLOT",
+            from_text.as_bytes(),
+            list.as_bytes(),
+        ],
         "dropping the slots from the source",
-    )?;
+    )
+    .await?;
     let epoch = metadata_change(
         &topology,
         &[b"SLOTRAFT", b"MIGRATE-FINISH", list.as_bytes()],
@@ -410,8 +433,8 @@ async fn copy_slots(
     let mut moved = 0;
     let mut importing: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
     loop {
-        let reply = leader_call(
-            source.to_string(),
+        let reply = shard_step(
+            source,
             &[
                 b"SLOTRAFT",
                 b"EXPORT",
@@ -420,9 +443,10 @@ async fn copy_slots(
                 &after,
                 count.as_bytes(),
             ],
+            "exporting keys",
         )
         .await?;
-        let Frame::Array(items) = expect_ok(reply, "exporting keys")? else {
+        let Frame::Array(items) = reply else {
             bail!("unexpected EXPORT reply");
         };
         if items.is_empty() {
@@ -458,7 +482,7 @@ async fn copy_slots(
             let target = target.to_string();
             importing = Some(tokio::spawn(async move {
                 let arguments: Vec<&[u8]> = import.iter().map(|part| &part[..]).collect();
-                expect_ok(leader_call(target, &arguments).await?, "importing keys")?;
+                shard_step(&target, &arguments, "importing keys").await?;
                 Ok(())
             }));
         }

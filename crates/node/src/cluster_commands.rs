@@ -267,7 +267,15 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         .ensure_linearizable(LinearizerOption::new(None, true));
     match tokio::time::timeout(std::time::Duration::from_secs(2), check).await {
         Ok(Ok(_)) => {}
-        _ => return Frame::error("ERR the shard leader could not confirm its leadership"),
+        // Not confirmed in time (a busy or partitioned leader, or one that
+        // just lost its place): answered as a redirect, which the admin
+        // retries, to the leader this node knows of or to itself ("?").
+        _ => {
+            return node
+                .leading_shard(shard)
+                .err()
+                .unwrap_or_else(|| Frame::error("ERR NOTLEADER ?"))
+        }
     }
     let count = count.min(10_000) as usize;
     let after = (!arguments[4].is_empty()).then(|| arguments[4].clone());
