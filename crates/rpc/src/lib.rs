@@ -58,6 +58,16 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     pub keepalive_interval: Duration,
     pub keepalive_timeout: Duration,
+    /// How many streams this client reset (a call dropped at its deadline)
+    /// HTTP/2 remembers per connection, and for how long, so that their late
+    /// replies are ignored rather than answered with a reset of their own.
+    /// `None` keeps h2's defaults: up to 50, for 1 s of the operating
+    /// system's clock. A simulation needs another setting: whether a late
+    /// reply finds its stream remembered would otherwise depend on how fast
+    /// the host ran the simulation, not on simulated time, and the extra
+    /// reset on the wire changes the rest of the run
+    /// ([`ClientOptions::simulated`]).
+    pub reset_streams: Option<(usize, Duration)>,
 }
 
 impl Default for ClientOptions {
@@ -66,6 +76,19 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_millis(500),
             keepalive_interval: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(2),
+            reset_streams: None,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// The defaults, except that reset streams are remembered (up to 100,000
+    /// per connection) for longer than any simulation runs, so that no
+    /// real-time clock decides what a late reply does.
+    pub fn simulated() -> Self {
+        ClientOptions {
+            reset_streams: Some((100_000, Duration::from_secs(365 * 24 * 3600))),
+            ..ClientOptions::default()
         }
     }
 }
@@ -159,12 +182,18 @@ impl RpcClient {
     fn endpoint(&self, addr: &str) -> Result<Endpoint, RpcError> {
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|error| RpcError::Unreachable(format!("bad address {addr}: {error}")))?;
-        Ok(endpoint
+        let endpoint = endpoint
             .connect_timeout(self.options.connect_timeout)
             .http2_keep_alive_interval(self.options.keepalive_interval)
             .keep_alive_timeout(self.options.keepalive_timeout)
             .keep_alive_while_idle(true)
-            .tcp_nodelay(true))
+            .tcp_nodelay(true);
+        Ok(match self.options.reset_streams {
+            Some((count, duration)) => endpoint
+                .http2_max_concurrent_reset_streams(count)
+                .http2_reset_stream_duration(duration),
+            None => endpoint,
+        })
     }
 
     fn client(&self, addr: &str) -> Result<RaftClient<Channel>, RpcError> {

@@ -194,7 +194,7 @@ async fn run_replica(
         options.log_fs = Arc::new(disk);
     }
     let client =
-        rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
+        rpc::RpcClient::with_connector(rpc::ClientOptions::simulated(), crate::net::connector());
     let group = ShardGroup::open(options, client, None).await?;
     let registry = Registry::new();
     registry.insert(group.clone());

@@ -152,8 +152,10 @@ impl NodeSetup {
             registry.clone(),
             std::future::pending(),
         ));
-        let client =
-            rpc::RpcClient::with_connector(rpc::ClientOptions::default(), crate::net::connector());
+        let client = rpc::RpcClient::with_connector(
+            rpc::ClientOptions::simulated(),
+            crate::net::connector(),
+        );
         let fs: Arc<dyn Fs> = match disk {
             Some(disk) => Arc::new(disk.clone()),
             None => Arc::new(StdFs),

@@ -37,6 +37,15 @@ pub fn note_untimed(trace: &Trace, line: String) {
     push(trace, format!("{:>6}   {line}", "-"));
 }
 
+/// A hash of `lines` that is the same in every process (for a log too long
+/// to compare or print whole).
+pub fn hash(lines: &[String]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    lines.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// The trace's lines so far.
 pub fn lines(trace: &Trace) -> Vec<String> {
     trace

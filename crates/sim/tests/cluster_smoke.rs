@@ -6,10 +6,11 @@
 //! node partitioned away while writes go on. Every acknowledged write is read
 //! back afterwards and the admin's check passes.
 //!
-//! Not yet replayable: two runs of one seed differ (how many keys the
-//! migration copies varies), so some time or order in the cluster path still
-//! escapes the simulation's control; the replicated node's runs replay
-//! exactly (`node_smoke`, `sweep`).
+//! Replaying a seed replays the run: every request the client makes (with
+//! its simulated time, the node it went to and the reply) is logged, and two
+//! runs of one seed must give the same trace and the same hash of that log.
+//! (Runs differed while the nodes' Raft RPC client let h2 forget the streams
+//! it reset after 1 s of real time: `rpc::ClientOptions::simulated`.)
 //!
 //! Reproduce a failure with `SIM_SEED=<seed> cargo nextest run -p sim --test cluster_smoke`.
 
@@ -19,13 +20,17 @@ use std::time::Duration;
 use resp::Frame;
 use sim::group::{host_name, Clocks};
 use sim::node_host::{add_cluster_nodes, node_address, RespClient};
-use sim::trace::{lines, note, scratch_dir, seed_from_env, Trace};
+use sim::trace::{hash, lines, note, scratch_dir, seed_from_env, Trace};
 
 /// Sends `command` as a cluster client would: to `first`, then wherever MOVED
 /// points; TRYAGAIN, CLUSTERDOWN, UNKNOWN and lost connections are retried a
 /// moment later (every write here is an idempotent SET). The reply and the
-/// node that gave it.
-async fn cluster_call(first: u64, command: &[&str]) -> Result<(u64, Frame), String> {
+/// node that gave it. Every attempt is logged in `exchanges`.
+async fn cluster_call(
+    exchanges: &Trace,
+    first: u64,
+    command: &[&str],
+) -> Result<(u64, Frame), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut node = first;
     let mut last = String::new();
@@ -36,6 +41,7 @@ async fn cluster_call(first: u64, command: &[&str]) -> Result<(u64, Frame), Stri
             }
             Err(error) => Ok(Err(error)),
         };
+        note(exchanges, format!("node{node} {command:?}: {reply:?}"));
         match reply {
             Ok(Ok(Frame::Error(text))) => {
                 let text = String::from_utf8_lossy(&text).into_owned();
@@ -98,13 +104,14 @@ async fn owner(from: u64, key: &str) -> Result<(u16, u64), String> {
 }
 
 async fn scenario(seed: u64, trace: &Trace) -> Result<(), Box<dyn std::error::Error>> {
+    let exchanges: Trace = Arc::default();
     let addresses: Vec<String> = (1..=3).map(node_address).collect();
     node::admin::create(&addresses, None, 3, seed).await?;
     note(trace, "cluster created".into());
     let mut acknowledged = Vec::new();
     for index in 0..30 {
         let key = format!("k{index}");
-        let (_, reply) = cluster_call(1, &["SET", &key, &index.to_string()]).await?;
+        let (_, reply) = cluster_call(&exchanges, 1, &["SET", &key, &index.to_string()]).await?;
         if reply != Frame::OK {
             return Err(format!("SET {key}: {reply:?}").into());
         }
@@ -116,17 +123,20 @@ async fn scenario(seed: u64, trace: &Trace) -> Result<(), Box<dyn std::error::Er
     // into it.
     let (slot, from) = owner(2, "{m}").await?;
     let to = from % 3 + 1;
-    let writer = tokio::spawn(async move {
-        let mut written = Vec::new();
-        for index in 0..40 {
-            let key = format!("{{m}}{index}");
-            match cluster_call(3, &["SET", &key, &index.to_string()]).await {
-                Ok((_, Frame::Simple(_))) => written.push((key, index.to_string())),
-                other => return Err(format!("SET {key}: {other:?}")),
+    let writer = tokio::spawn({
+        let exchanges = exchanges.clone();
+        async move {
+            let mut written = Vec::new();
+            for index in 0..40 {
+                let key = format!("{{m}}{index}");
+                match cluster_call(&exchanges, 3, &["SET", &key, &index.to_string()]).await {
+                    Ok((_, Frame::Simple(_))) => written.push((key, index.to_string())),
+                    other => return Err(format!("SET {key}: {other:?}")),
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok(written)
         }
-        Ok(written)
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     let moved = node::admin::migrate_slots(&node_address(1), &[slot], from, to).await?;
@@ -150,7 +160,7 @@ async fn scenario(seed: u64, trace: &Trace) -> Result<(), Box<dyn std::error::Er
     }
     for index in 0..20 {
         let key = format!("p{index}");
-        let (node, reply) = cluster_call(2, &["SET", &key, &index.to_string()]).await?;
+        let (node, reply) = cluster_call(&exchanges, 2, &["SET", &key, &index.to_string()]).await?;
         if reply != Frame::OK || node == 1 {
             return Err(format!("SET {key} on node{node}: {reply:?}").into());
         }
@@ -195,7 +205,7 @@ async fn scenario(seed: u64, trace: &Trace) -> Result<(), Box<dyn std::error::Er
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     for (key, value) in &acknowledged {
-        let (_, reply) = cluster_call(1, &["GET", key]).await?;
+        let (_, reply) = cluster_call(&exchanges, 1, &["GET", key]).await?;
         if reply != Frame::Bulk(value.clone().into()) {
             return Err(format!("GET {key}: {reply:?}, expected {value}").into());
         }
@@ -206,6 +216,15 @@ async fn scenario(seed: u64, trace: &Trace) -> Result<(), Box<dyn std::error::Er
     );
     node::admin::check(&node_address(1)).await?;
     note(trace, "the admin's check passes".into());
+    let exchanges = lines(&exchanges);
+    note(
+        trace,
+        format!(
+            "{} client requests, log hash {:016x}",
+            exchanges.len(),
+            hash(&exchanges)
+        ),
+    );
     Ok(())
 }
 
@@ -241,4 +260,17 @@ fn a_cluster_moves_a_slot_under_writes_and_survives_a_partition() {
     let trace = run(seed_from_env(20261126), "a");
     println!("{}", trace.join("\n"));
     assert!(trace.iter().any(|line| line.contains("check passes")));
+}
+
+#[test]
+fn the_same_seed_replays_the_same_cluster_run() {
+    let seed = seed_from_env(20261126);
+    let first = run(seed, "first");
+    let second = run(seed, "second");
+    println!("{}", first.join("\n"));
+    assert!(
+        first.iter().any(|line| line.contains("log hash")),
+        "no request log hash in {first:?}"
+    );
+    assert_eq!(first, second, "seed {seed} replayed differently");
 }
