@@ -329,7 +329,12 @@ fn a_router_with_a_stale_map_follows_moved_during_a_reshard() {
             let mut acknowledged = Vec::new();
             let mut errors = Vec::new();
             let mut sequence = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // Until told to stop and, on a slow machine, until enough writes
+            // went through to cover every moved slot several times.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                || (acknowledged.len() <= 60 && std::time::Instant::now() < deadline)
+            {
                 let key = format!("{{{}}}:{sequence}", tags[sequence as usize % tags.len()]);
                 match redis::cmd("SET")
                     .arg(&key)

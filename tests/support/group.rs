@@ -6,11 +6,41 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Ports that were free a moment ago (bound to port 0, then released).
+/// Ports that were free a moment ago, taken below the kernel's ephemeral
+/// range (32768 and up on Linux). A port the kernel hands out as ephemeral
+/// and that is then released can be taken again at once as the local port of
+/// any outgoing connection, and under a full test run there are thousands:
+/// a node then failed to bind its port. Below the range only another test
+/// choosing the same port can collide; the start is random and each port is
+/// checked by binding it, and the ports of one call stay bound until all are
+/// found.
 pub fn free_ports(count: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
-        .collect();
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    const LOW: u64 = 10_000;
+    const SPAN: u64 = 22_000;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos() as u64)
+        .unwrap_or(0);
+    let mut state = nanos
+        ^ (u64::from(std::process::id()) << 20)
+        ^ CALLS.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut listeners = Vec::with_capacity(count);
+    for _ in 0..SPAN {
+        if listeners.len() == count {
+            break;
+        }
+        // xorshift: spreads concurrent callers over the whole span.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let port = (LOW + state % SPAN) as u16;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            listeners.push(listener);
+        }
+    }
+    assert_eq!(listeners.len(), count, "no free ports below the ephemeral range");
     listeners
         .iter()
         .map(|listener| listener.local_addr().expect("address").port())
