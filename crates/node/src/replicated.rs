@@ -260,7 +260,7 @@ async fn run(
                     session.reply(output, &reply);
                 }
                 Handler::Keyspace(_) => {
-                    let replica = match route.target(spec, &arguments) {
+                    let shard = match route.target(spec, &arguments) {
                         Target::Local(replica) => replica,
                         Target::Reply(reply) => {
                             session.reply(output, &reply);
@@ -274,7 +274,7 @@ async fn run(
                             continue;
                         }
                     };
-                    let replica = &*replica;
+                    let replica = &*shard;
                     if !spec.through_log() {
                         // Reads: checked once per replica and batch.
                         if let std::collections::btree_map::Entry::Vacant(slot) =
@@ -326,7 +326,16 @@ async fn run(
                     // Gather the run of writes that follows, up to the next
                     // request that is not a plain keyspace write. A blocking
                     // command ends its run: what follows waits for its reply.
+                    // Writes for other shards this node leads join the batch
+                    // as runs of their own (`others`), so that a pipeline
+                    // spread over several shards waits for one commit round,
+                    // not one per change of shard; replies keep the order of
+                    // the requests.
                     let mut run = vec![(arguments, spec)];
+                    let mut others: Vec<ShardRun> = Vec::new();
+                    // Where each gathered write went: 0 is `run`, i is
+                    // `others[i - 1]`.
+                    let mut order = vec![0];
                     while let Some((next_arguments, Ok(next))) = requests.peek() {
                         if run
                             .last()
@@ -337,19 +346,58 @@ async fn run(
                         if !matches!(next.handler, Handler::Keyspace(_))
                             || !next.through_log()
                             || applies_to_every_led_shard(next)
-                            || !route.stays_on(replica, next, next_arguments)
                         {
                             break;
                         }
                         if !session.authenticated && shared.config().requirepass().is_some() {
                             break;
                         }
+                        let destination = match route.target(next, next_arguments) {
+                            Target::Local(other) if other.group.id == replica.group.id => {
+                                // A blocking command is served alone with
+                                // its own shard's run.
+                                if next.has(flags::BLOCKING) && !others.is_empty() {
+                                    break;
+                                }
+                                0
+                            }
+                            Target::Local(other) if !next.has(flags::BLOCKING) => {
+                                match others
+                                    .iter()
+                                    .position(|(known, _)| known.group.id == other.group.id)
+                                {
+                                    Some(index) => index + 1,
+                                    None => {
+                                        others.push((other, Vec::new()));
+                                        others.len()
+                                    }
+                                }
+                            }
+                            _ => break,
+                        };
                         let Some((arguments, Ok(next))) = requests.next() else {
                             break;
                         };
                         session.note_command(next.name);
                         session::feed_monitors(shared, session, next, &arguments);
-                        run.push((arguments, next));
+                        match destination {
+                            0 => run.push((arguments, next)),
+                            index => others[index - 1].1.push((arguments, next)),
+                        }
+                        order.push(destination);
+                    }
+                    if !others.is_empty() {
+                        let mut shards: Vec<ShardRun> = vec![(shard.clone(), run)];
+                        shards.extend(others);
+                        let replies = propose_runs(shared, session, shards).await;
+                        let mut replies: Vec<_> = replies.into_iter().map(Vec::into_iter).collect();
+                        for destination in order {
+                            let reply = replies[destination].next().unwrap_or_else(|| {
+                                Frame::error("ERR internal: reply count mismatch")
+                            });
+                            session.reply(output, &reply);
+                        }
+                        continue;
                     }
                     let last = run
                         .last()
@@ -357,28 +405,8 @@ async fn run(
                     let out_of_memory =
                         crate::evict::out_of_memory_replicated(shared, replica).await;
                     if out_of_memory && run.iter().any(|(_, spec)| spec.has(flags::DENYOOM)) {
-                        // Still over the limit: writes that may grow memory
-                        // are refused, the others still run.
-                        for (arguments, spec) in run {
-                            let reply = if spec.has(flags::DENYOOM) {
-                                Frame::error(keyspace::evict::OOM)
-                            } else {
-                                match propose_watched(
-                                    replica,
-                                    session.db,
-                                    session.protocol,
-                                    vec![(arguments, spec)],
-                                    Vec::new(),
-                                    true,
-                                )
-                                .await
-                                {
-                                    Proposed::Replies(replies, _) | Proposed::NotRun(replies) => {
-                                        replies.into_iter().next().unwrap_or(Frame::Null)
-                                    }
-                                    Proposed::Aborted => Frame::NullArray,
-                                }
-                            };
+                        let replies = propose_run(replica, session, run, out_of_memory).await;
+                        for reply in replies {
                             session.reply(output, &reply);
                         }
                         continue;
@@ -443,6 +471,67 @@ async fn run(
         if !batch_was_full {
             return Flow::Continue;
         }
+    }
+}
+
+/// One shard's writes of a batch, in request order.
+type ShardRun = (Arc<Replica>, Vec<(Vec<Bytes>, &'static CommandSpec)>);
+
+/// Proposes each shard's run of plain (not blocking) writes, all at once;
+/// the replies of each run, in the order of `shards`.
+async fn propose_runs(
+    shared: &Shared,
+    session: &Session,
+    shards: Vec<ShardRun>,
+) -> Vec<Vec<Frame>> {
+    let mut proposals = Vec::with_capacity(shards.len());
+    for (replica, run) in shards {
+        let out_of_memory = crate::evict::out_of_memory_replicated(shared, &replica).await;
+        proposals.push(async move { propose_run(&replica, session, run, out_of_memory).await });
+    }
+    futures_util::future::join_all(proposals).await
+}
+
+/// Proposes a run of plain writes as one entry; one reply per write. While
+/// memory is over the limit, writes that may grow it are refused and the
+/// others still run, each alone.
+async fn propose_run(
+    replica: &Replica,
+    session: &Session,
+    run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+    out_of_memory: bool,
+) -> Vec<Frame> {
+    let (db, protocol) = (session.db, session.protocol);
+    if out_of_memory && run.iter().any(|(_, spec)| spec.has(flags::DENYOOM)) {
+        let mut replies = Vec::with_capacity(run.len());
+        for (arguments, spec) in run {
+            let reply = if spec.has(flags::DENYOOM) {
+                Frame::error(keyspace::evict::OOM)
+            } else {
+                match propose_watched(
+                    replica,
+                    db,
+                    protocol,
+                    vec![(arguments, spec)],
+                    Vec::new(),
+                    true,
+                )
+                .await
+                {
+                    Proposed::Replies(replies, _) | Proposed::NotRun(replies) => {
+                        replies.into_iter().next().unwrap_or(Frame::Null)
+                    }
+                    Proposed::Aborted => Frame::NullArray,
+                }
+            };
+            replies.push(reply);
+        }
+        return replies;
+    }
+    match propose_watched(replica, db, protocol, run, Vec::new(), out_of_memory).await {
+        Proposed::Replies(replies, _) | Proposed::NotRun(replies) => replies,
+        // Nothing was watched, so nothing can abort.
+        Proposed::Aborted => Vec::new(),
     }
 }
 
