@@ -295,3 +295,75 @@ fn a_slot_of_many_keys_and_large_values_moves_whole() {
         "slot 0 is a range of its own after the move (first range starts at {first:?})"
     );
 }
+
+/// A transaction whose slot is frozen for a migration when EXEC applies is
+/// not run: EXEC answers the one TRYAGAIN, as Redis Cluster does, and changes
+/// nothing; a plain pipeline's writes each get their own TRYAGAIN.
+#[test]
+fn exec_in_a_frozen_slot_answers_one_tryagain() {
+    use crate::t70_router::{leader_of, read_replies, tag_for_slot};
+    use slotraft_tests::support::Raw;
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let key = format!("{{{}}}k", tag_for_slot(0));
+    // Slot 0 is shard 1's; its leader takes the freeze (retried while
+    // leadership settles).
+    let mut frozen = None;
+    for _ in 0..50 {
+        let leader = leader_of(&cluster, 0);
+        let mut raw = Raw::connect(cluster.members[leader].port);
+        raw.command(&[b"SET", key.as_bytes(), b"1"]);
+        let set = read_replies(&mut raw, 1);
+        raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"1"]);
+        let freeze = read_replies(&mut raw, 1);
+        if set == [resp::Frame::Simple("OK".into())] && !matches!(freeze[0], resp::Frame::Error(_))
+        {
+            frozen = Some(raw);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut raw = frozen.expect("slot 0 frozen on its leader");
+    let tryagain =
+        resp::Frame::Error("TRYAGAIN Multiple keys request during rehashing of slot".into());
+    for command in [
+        &[&b"MULTI"[..]][..],
+        &[b"GET", key.as_bytes()],
+        &[b"SET", key.as_bytes(), b"2"],
+        &[b"EXEC"],
+        &[b"SET", key.as_bytes(), b"3"],
+        &[b"GET", key.as_bytes()],
+    ] {
+        raw.command(command);
+    }
+    let replies = read_replies(&mut raw, 6);
+    assert_eq!(
+        replies,
+        vec![
+            resp::Frame::Simple("OK".into()),
+            resp::Frame::Simple("QUEUED".into()),
+            resp::Frame::Simple("QUEUED".into()),
+            tryagain.clone(),
+            tryagain,
+            resp::Frame::Bulk("1".into()),
+        ]
+    );
+    // Serving again, the same transaction runs.
+    raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
+    read_replies(&mut raw, 1);
+    for command in [
+        &[&b"MULTI"[..]][..],
+        &[b"GET", key.as_bytes()],
+        &[b"SET", key.as_bytes(), b"2"],
+        &[b"EXEC"],
+    ] {
+        raw.command(command);
+    }
+    let replies = read_replies(&mut raw, 4);
+    assert_eq!(
+        replies[3],
+        resp::Frame::Array(vec![
+            resp::Frame::Bulk("1".into()),
+            resp::Frame::Simple("OK".into())
+        ])
+    );
+}

@@ -1089,7 +1089,7 @@ fn monitor_through_the_router_shows_every_shards_commands() {
 }
 
 /// Reads `count` pipelined replies from `raw`.
-fn read_replies(raw: &mut Raw, count: usize) -> Vec<resp::Frame> {
+pub(crate) fn read_replies(raw: &mut Raw, count: usize) -> Vec<resp::Frame> {
     use std::io::Read;
     let (mut buffer, mut replies) = (Vec::new(), Vec::new());
     let mut chunk = [0u8; 4096];

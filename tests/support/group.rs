@@ -25,7 +25,9 @@ pub fn free_ports(count: usize) -> Vec<u16> {
         .unwrap_or(0);
     let mut state = nanos
         ^ (u64::from(std::process::id()) << 20)
-        ^ CALLS.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ^ CALLS
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
     let mut listeners = Vec::with_capacity(count);
     for _ in 0..SPAN {
         if listeners.len() == count {
@@ -40,7 +42,11 @@ pub fn free_ports(count: usize) -> Vec<u16> {
             listeners.push(listener);
         }
     }
-    assert_eq!(listeners.len(), count, "no free ports below the ephemeral range");
+    assert_eq!(
+        listeners.len(),
+        count,
+        "no free ports below the ephemeral range"
+    );
     listeners
         .iter()
         .map(|listener| listener.local_addr().expect("address").port())

@@ -811,6 +811,8 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         {
             return Frame::error_owned(session::execabort_because(keyspace::evict::OOM));
         }
+        let specs: Vec<&'static CommandSpec> =
+            keyspace_commands.iter().map(|(_, spec)| *spec).collect();
         match propose_watched(
             &replica,
             session.db,
@@ -821,7 +823,12 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         )
         .await
         {
-            Proposed::Replies(replies, _) => keyspace_replies = replies.into_iter(),
+            Proposed::Replies(replies, _) => {
+                if let Some(refusal) = moving_slot_refusal(&specs, &replies) {
+                    return refusal;
+                }
+                keyspace_replies = replies.into_iter()
+            }
             Proposed::NotRun(replies) => {
                 return replies
                     .into_iter()
@@ -853,6 +860,22 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         replies.push(reply);
     }
     Frame::Array(replies)
+}
+
+/// A transaction whose slot was frozen or dropped by a migration when its
+/// entry applied changed nothing: every write in it was refused with
+/// TRYAGAIN (only reads and keyless commands that write nothing ran). As in
+/// Redis Cluster, EXEC then answers that one error, not an array of it that
+/// reads as a transaction run with failing commands. `None` when the
+/// transaction ran (some write went through, or none was refused).
+fn moving_slot_refusal(specs: &[&'static CommandSpec], replies: &[Frame]) -> Option<Frame> {
+    let refused = |reply: &Frame| matches!(reply, Frame::Error(text) if text.as_ref() == keyspace::TRYAGAIN.as_bytes());
+    let refusal = replies.iter().find(|reply| refused(reply))?;
+    let wrote = specs
+        .iter()
+        .zip(replies)
+        .any(|(spec, reply)| spec.has(flags::WRITE) && !refused(reply));
+    (!wrote).then(|| refusal.clone())
 }
 
 /// WATCH on a replica: the keys must share a slot (cluster) and be served
