@@ -385,3 +385,43 @@ fn whole_node_reads_cover_every_shard_a_node_leads() {
     assert_eq!(unique.len(), scanned.len(), "SCAN returned a key twice");
     assert_eq!(unique, written);
 }
+
+/// `slotraft cluster info` shows CLUSTER NODES and CLUSTER INFO, then the
+/// node and shard ids the other admin commands take.
+#[test]
+fn cluster_info_shows_the_ids_the_admin_commands_take() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let output = std::process::Command::new(slotraft_tests::support::binary())
+        .args(["cluster", "info", &cluster.address(0)])
+        .output()
+        .expect("run slotraft cluster info");
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("cluster_state:ok"), "{text}");
+    let mut ids = Vec::new();
+    for index in 0..3 {
+        let id = cluster.node_id(index);
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&format!("node {id} ")))
+            .unwrap_or_else(|| panic!("no line for node {id}:\n{text}"));
+        assert!(
+            line.ends_with(&format!(" {} metadata-voter", cluster.address(index))),
+            "{line}"
+        );
+        ids.push(id);
+    }
+    for (shard, range) in [(1, "0-5460"), (2, "5461-10922"), (3, "10923-16383")] {
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&format!("shard {shard} ")))
+            .unwrap_or_else(|| panic!("no line for shard {shard}:\n{text}"));
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[2], range, "{line}");
+        let mut replicas: Vec<&str> = words[3].split(',').collect();
+        replicas.sort_unstable();
+        let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+        expected.sort_unstable();
+        assert_eq!(replicas, expected, "{line}");
+    }
+}

@@ -13,6 +13,24 @@ use std::time::Duration;
 // a simulation.
 use tokio::time::Instant;
 
+/// Set by a simulation that runs the admin many times over: its progress
+/// lines are then not printed.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Prints no progress lines from now on (`quiet`), or prints them again.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `println!` unless [`set_quiet`].
+macro_rules! say {
+    ($($line:tt)*) => {
+        if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+            println!($($line)*);
+        }
+    };
+}
+
 /// How long `create` waits for every shard to elect a leader.
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 
@@ -101,7 +119,7 @@ pub async fn create(
     let mut rng = keyspace::Rng::new(seed);
     let topology = Topology::create(nodes, shard_count, replicas, || random_name(&mut rng))
         .map_err(anyhow::Error::msg)?;
-    println!(
+    say!(
         ">>> Creating a cluster of {} nodes: {} shards, {} replicas each",
         topology.nodes.len(),
         topology.shards.len(),
@@ -119,7 +137,7 @@ pub async fn create(
             .filter_map(|id| topology.nodes.get(id))
             .map(|node| format!("{}:{}", node.host, node.port))
             .collect();
-        println!(
+        say!(
             "Shard {} slots {} on {}",
             shard.id,
             ranges.join(","),
@@ -133,9 +151,9 @@ pub async fn create(
             bail!("{address}: {error}");
         }
     }
-    println!(">>> Waiting for every shard to elect a leader");
+    say!(">>> Waiting for every shard to elect a leader");
     wait_settled(addresses, SETTLE_LIMIT).await?;
-    println!("[OK] All 16384 slots covered.");
+    say!("[OK] All 16384 slots covered.");
     Ok(())
 }
 
@@ -218,7 +236,43 @@ pub async fn info(address: &str) -> anyhow::Result<()> {
     if let Some(info) = text(&reply) {
         print!("{}", info.replace("\r\n", "\n"));
     }
+    // The ids the other admin commands take (--shard, --from, --to, NODE).
+    let topology = fetch_topology(address).await?;
+    print!("{}", ids_table(&topology));
     Ok(())
+}
+
+/// The nodes and shards by the ids the admin commands take.
+fn ids_table(topology: &Topology) -> String {
+    let mut table = String::from("# nodes: id name address [metadata voter]\n");
+    for (id, node) in &topology.nodes {
+        let voter = if topology.metadata_voters.contains(id) {
+            " metadata-voter"
+        } else {
+            ""
+        };
+        table.push_str(&format!(
+            "node {id} {} {}:{}{voter}\n",
+            node.name, node.host, node.port
+        ));
+    }
+    table.push_str("# shards: id slots replicas (node ids, preferred leader first)\n");
+    for (id, shard) in &topology.shards {
+        let ranges: Vec<String> = topology
+            .slots
+            .ranges_of(*id)
+            .iter()
+            .map(|(first, last)| format!("{first}-{last}"))
+            .collect();
+        let replicas: Vec<String> = shard.replicas.iter().map(u64::to_string).collect();
+        let ranges = if ranges.is_empty() {
+            "-".to_string()
+        } else {
+            ranges.join(",")
+        };
+        table.push_str(&format!("shard {id} {ranges} {}\n", replicas.join(",")));
+    }
+    table
 }
 
 /// Fetches and decodes the topology one node knows.
@@ -354,9 +408,11 @@ pub async fn migrate_slots(
         .copied()
         .filter(|slot| !topology.migrations.contains_key(slot))
         .collect();
-    if !fresh.is_empty() {
+    let recorded = if fresh.is_empty() {
+        topology.clone()
+    } else {
         let list = join_slots(&fresh);
-        metadata_change(
+        let epoch = metadata_change(
             &topology,
             &[
                 b"SLOTRAFT",
@@ -366,6 +422,22 @@ pub async fn migrate_slots(
             ],
         )
         .await?;
+        topology_at(address, epoch).await?
+    };
+    // The metadata records each migration's source from its own slot map;
+    // one read from a node that had not yet adopted an earlier change could
+    // name another source, whose frozen, exported and dropped slot would
+    // hold none of the keys: refuse to go on then.
+    for slot in slots {
+        match recorded.migrations.get(slot) {
+            Some(migration) if migration.from == from && migration.to == to => {}
+            Some(migration) => bail!(
+                "slot {slot} is moving from shard {} to shard {}, not from {from} to {to}",
+                migration.from,
+                migration.to
+            ),
+            None => bail!("slot {slot} is not recorded as moving"),
+        }
     }
     let list = join_slots(slots);
     let source = shard_leader_address(&topology, from)?;
@@ -446,7 +518,12 @@ async fn copy_slots(
             "exporting keys",
         )
         .await?;
-        let Frame::Array(items) = reply else {
+        let Frame::Array(reply) = reply else {
+            bail!("unexpected EXPORT reply");
+        };
+        let [Frame::Integer(source_time), Frame::Array(items)] = <[Frame; 2]>::try_from(reply)
+            .map_err(|reply| anyhow::anyhow!("unexpected EXPORT reply {reply:?}"))?
+        else {
             bail!("unexpected EXPORT reply");
         };
         if items.is_empty() {
@@ -457,6 +534,7 @@ async fn copy_slots(
             Bytes::from_static(b"IMPORT"),
             Bytes::from(to_text.clone()),
             Bytes::from(list.to_string()),
+            Bytes::from(source_time.max(0).to_string()),
         ];
         for item in items {
             let Frame::Array(parts) = item else {
@@ -477,8 +555,8 @@ async fn copy_slots(
         if let Some(previous) = importing.take() {
             previous.await??;
         }
-        if import.len() > 4 {
-            moved += (import.len() - 4) / 3;
+        if import.len() > 5 {
+            moved += (import.len() - 5) / 3;
             let target = target.to_string();
             importing = Some(tokio::spawn(async move {
                 let arguments: Vec<&[u8]> = import.iter().map(|part| &part[..]).collect();
@@ -514,7 +592,7 @@ pub async fn reshard(address: &str, from: u64, to: u64, slots: usize) -> anyhow:
     if chosen.is_empty() {
         bail!("shard {from} owns no slots");
     }
-    println!(
+    say!(
         ">>> Moving {} slots from shard {from} to shard {to}",
         chosen.len()
     );
@@ -536,13 +614,28 @@ pub async fn reshard(address: &str, from: u64, to: u64, slots: usize) -> anyhow:
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
     }
-    println!();
-    println!(
+    say!();
+    say!(
         "[OK] Moved {} slots ({keys} keys) in {:.1}s.",
         chosen.len(),
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The topology `address` knows once it has adopted `epoch` (within 10 s).
+async fn topology_at(address: &str, epoch: u64) -> anyhow::Result<Topology> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let topology = fetch_topology(address).await?;
+        if topology.epoch >= epoch {
+            return Ok(topology);
+        }
+        if Instant::now() > deadline {
+            bail!("{address} did not reach epoch {epoch} within 10s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Waits until every node reports at least `epoch` (nodes adopt a change
@@ -580,7 +673,7 @@ async fn wait_adopted(address: &str, epoch: u64) -> anyhow::Result<()> {
 /// leader that accepts requests, and no slot is left in migration.
 pub async fn check(address: &str) -> anyhow::Result<()> {
     let topology = fetch_topology(address).await?;
-    println!(
+    say!(
         ">>> Checking the cluster (epoch {}, {} nodes, {} shards) from {address}",
         topology.epoch,
         topology.nodes.len(),
@@ -612,12 +705,12 @@ pub async fn check(address: &str) -> anyhow::Result<()> {
         problems.push("some shard has no leader accepting requests".to_string());
     }
     if problems.is_empty() {
-        println!("[OK] All nodes agree about the topology.");
-        println!("[OK] All 16384 slots covered.");
+        say!("[OK] All nodes agree about the topology.");
+        say!("[OK] All 16384 slots covered.");
         Ok(())
     } else {
         for problem in &problems {
-            println!("[ERR] {problem}");
+            say!("[ERR] {problem}");
         }
         bail!("{} problem(s) found", problems.len())
     }
@@ -655,9 +748,10 @@ pub async fn add_node(new: &str, existing: &str) -> anyhow::Result<()> {
     let joined = fetch_topology(existing).await?;
     let reply = call(new, &[b"SLOTRAFT", b"BOOTSTRAP", &joined.to_bytes()]).await?;
     expect_ok(reply, "handing the topology to the new node")?;
-    println!(
+    say!(
         "[OK] {new} joined the cluster as node {} ({}).",
-        info.id, info.name
+        info.id,
+        info.name
     );
     Ok(())
 }
@@ -700,7 +794,7 @@ pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
     wait_adopted(existing, epoch).await?;
     // The node answers nothing after SHUTDOWN; a closed connection is success.
     let _ = call(&address, &[b"SHUTDOWN"]).await;
-    println!(
+    say!(
         "[OK] Node {} ({address}) left the cluster and was shut down.",
         found.id
     );
@@ -742,7 +836,7 @@ async fn replace_voter(first: String, group: u64, from: u64, to: u64) -> anyhow:
                 let step = String::from_utf8_lossy(&text[b"TRYAGAIN ".len().min(text.len())..])
                     .into_owned();
                 if step != last_step {
-                    println!("  {step}");
+                    say!("  {step}");
                     last_step = step;
                 }
             }
@@ -773,13 +867,13 @@ pub async fn move_replica(existing: &str, shard: u64, from: u64, to: u64) -> any
     }
     if !info.replicas.contains(&from) {
         if info.replicas.contains(&to) {
-            println!("[OK] Node {to} already holds the replica of shard {shard}.");
+            say!("[OK] Node {to} already holds the replica of shard {shard}.");
             return Ok(());
         }
         bail!("node {from} holds no replica of shard {shard}");
     }
     let started = Instant::now();
-    println!(">>> Moving shard {shard}'s replica from node {from} to node {to}");
+    say!(">>> Moving shard {shard}'s replica from node {from} to node {to}");
     let (shard_text, from_text, to_text) = (shard.to_string(), from.to_string(), to.to_string());
     if !info.replicas.contains(&to) {
         let epoch = metadata_change(
@@ -808,7 +902,7 @@ pub async fn move_replica(existing: &str, shard: u64, from: u64, to: u64) -> any
     )
     .await?;
     wait_adopted(existing, epoch).await?;
-    println!(
+    say!(
         "[OK] Shard {shard}'s replica moved from node {from} to node {to} in {:.1}s.",
         started.elapsed().as_secs_f64()
     );
@@ -824,7 +918,7 @@ pub async fn replace_metadata_voter(existing: &str, from: u64, to: u64) -> anyho
     let topology = fetch_topology(existing).await?;
     let to_address = node_address(&topology, to).with_context(|| format!("no node {to}"))?;
     let from_address = node_address(&topology, from).with_context(|| format!("no node {from}"))?;
-    println!(">>> Handing node {from}'s metadata vote to node {to}");
+    say!(">>> Handing node {from}'s metadata vote to node {to}");
     let reply = call(&to_address, &[b"SLOTRAFT", b"OPEN-METADATA"]).await?;
     expect_ok(reply, "opening the metadata replica")?;
     let first = topology
@@ -863,7 +957,7 @@ pub async fn replace_metadata_voter(existing: &str, from: u64, to: u64) -> anyho
     .await?;
     expect_ok(reply, "handing the topology to the former voter")?;
     wait_adopted(&to_address, epoch).await?;
-    println!("[OK] Node {to} votes in the metadata group instead of node {from}.");
+    say!("[OK] Node {to} votes in the metadata group instead of node {from}.");
     Ok(())
 }
 
@@ -909,7 +1003,7 @@ pub async fn add_shard(existing: &str, nodes: &[u64], seed: u64) -> anyhow::Resu
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    println!("[OK] Shard {id} added on nodes {replica_texts:?}; it owns no slots yet.");
+    say!("[OK] Shard {id} added on nodes {replica_texts:?}; it owns no slots yet.");
     Ok(())
 }
 
@@ -962,10 +1056,10 @@ pub async fn rebalance(existing: &str) -> anyhow::Result<()> {
         }
     }
     if moves.is_empty() {
-        println!("[OK] The slots are already balanced.");
+        say!("[OK] The slots are already balanced.");
         return Ok(());
     }
-    println!(">>> Rebalancing: moving {} slots", moves.len());
+    say!(">>> Rebalancing: moving {} slots", moves.len());
     let started = Instant::now();
     let mut keys = 0;
     // Moves between the same pair of shards go together, in steps.
@@ -983,9 +1077,9 @@ pub async fn rebalance(existing: &str) -> anyhow::Result<()> {
         index += batch.len();
         keys += migrate_slots(existing, &batch, from, to).await?;
         done += batch.len();
-        println!("  {done}/{} slots moved, {keys} keys", moves.len());
+        say!("  {done}/{} slots moved, {keys} keys", moves.len());
     }
-    println!(
+    say!(
         "[OK] Moved {} slots ({keys} keys) in {:.1}s.",
         moves.len(),
         started.elapsed().as_secs_f64()

@@ -247,7 +247,8 @@ const EXPORT_BYTES: usize = 4 << 20;
 /// (a comma-separated list, walked in its order) after the key `after` (""
 /// from the start), each as [key, expire-at-ms or -1, DUMP payload], read
 /// linearizably on the shard's leader; fewer once the payloads reach
-/// [`EXPORT_BYTES`]. No items means done.
+/// [`EXPORT_BYTES`]. The reply is [the shard's log time, items]; no items
+/// means done.
 async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     use openraft::raft::linearizable_read::LinearizerOption;
     let (Some(shard), Some(slots), Some(count)) = (
@@ -291,7 +292,8 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         None => 0,
     };
     let mut state = replication::state_machine::lock(&replica.group.state);
-    let now_ms = clock::unix_ms().max(state.log_time_ms);
+    let log_time_ms = state.log_time_ms;
+    let now_ms = clock::unix_ms().max(log_time_ms);
     let mut keys = Vec::new();
     let mut cursor = after;
     while position < slots.len() && keys.len() < count {
@@ -340,17 +342,26 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
             ]));
         }
     }
-    Frame::Array(items)
+    Frame::Array(vec![
+        Frame::Integer(log_time_ms.min(i64::MAX as u64) as i64),
+        Frame::Array(items),
+    ])
 }
 
-/// SLOTRAFT IMPORT shard slots key expire-at dump [key expire-at dump ...]:
-/// restores the keys (replacing, with their absolute expiry) through the
-/// shard's log on its leader. Every key must belong to one of the slots.
+/// SLOTRAFT IMPORT shard slots source-time key expire-at dump [key expire-at
+/// dump ...]: restores the keys (replacing, with their absolute expiry)
+/// through the shard's log on its leader, in an entry no older than
+/// `source-time` (the exporting shard's log time). Every key must belong to
+/// one of the slots.
 async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
-    let (Some(shard), Some(slots)) = (number(&arguments[2]), slot_list(&arguments[3])) else {
-        return Frame::error("ERR invalid shard or slots");
+    let (Some(shard), Some(slots), Some(source_time)) = (
+        number(&arguments[2]),
+        slot_list(&arguments[3]),
+        number(&arguments[4]),
+    ) else {
+        return Frame::error("ERR invalid shard, slots or source time");
     };
-    let items = &arguments[4..];
+    let items = &arguments[5..];
     if !items.len().is_multiple_of(3) {
         return Frame::error("ERR wrong number of arguments for 'slotraft|import' command");
     }
@@ -380,7 +391,10 @@ async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
             restore,
         ));
     }
-    let (replies, _) = crate::replicated::propose(&replica, 0, resp::Protocol::Resp2, run).await;
+    // The entry's time is at least the source's log time: the keys' scores
+    // and expiries were made on that timeline, and time as they see it must
+    // not go back (the target's own leaders' clocks may be behind).
+    let replies = crate::replicated::propose_at(&replica, run, source_time).await;
     match replies
         .iter()
         .find(|reply| matches!(reply, Frame::Error(_)))

@@ -978,6 +978,43 @@ pub async fn propose_watched(
     watched: Vec<(Bytes, Bytes)>,
     out_of_memory: bool,
 ) -> Proposed {
+    propose_entry(replica, db, protocol, run, watched, out_of_memory, 0).await
+}
+
+/// [`propose`] in an entry whose time is at least `min_now_ms`: keys
+/// imported from another shard carry that shard's log time, so that time,
+/// as their scripts, scores and expiries see it, never goes back.
+pub async fn propose_at(
+    replica: &Replica,
+    run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+    min_now_ms: u64,
+) -> Vec<Frame> {
+    match propose_entry(
+        replica,
+        0,
+        Protocol::Resp2,
+        run,
+        Vec::new(),
+        false,
+        min_now_ms,
+    )
+    .await
+    {
+        Proposed::Replies(replies, _) | Proposed::NotRun(replies) => replies,
+        // Nothing was watched, so nothing can abort.
+        Proposed::Aborted => Vec::new(),
+    }
+}
+
+async fn propose_entry(
+    replica: &Replica,
+    db: usize,
+    protocol: Protocol,
+    run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+    watched: Vec<(Bytes, Bytes)>,
+    out_of_memory: bool,
+    min_now_ms: u64,
+) -> Proposed {
     let raft = &replica.group.raft;
     if let Err(forward) = raft.as_leader() {
         let replies = run
@@ -1024,7 +1061,7 @@ pub async fn propose_watched(
         }
     };
     let request = Request {
-        now_ms: clock::unix_ms(),
+        now_ms: clock::unix_ms().max(min_now_ms),
         seed,
         op,
     };

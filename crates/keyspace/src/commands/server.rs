@@ -160,7 +160,7 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
     ),
     node(
         "slotraft|import",
-        -4,
+        -5,
         ADMIN | NOSCRIPT | LOADING | STALE,
         "Restores keys exported from another shard (on the shard's leader).",
     ),
