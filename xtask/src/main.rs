@@ -65,9 +65,11 @@ Subcommands:
                               deliberately read followers as if linearizable, or
                               acknowledge writes whose commit is not confirmed,
                               to show the checkers catch it
-             --hosts replication|node
-                              run the replication stack alone (default), or the
-                              real `slotraft node` with clients speaking RESP
+             --hosts replication|node|cluster
+                              run the replication stack alone (default), the
+                              real `slotraft node` with clients speaking RESP,
+                              or a 3-node cluster of them (3 shards x 3
+                              replicas) whose slots move while faults run
              --verbose        a line per seed
   tools    Install the Redis tools and client libraries if missing, print their
            versions and the variables the cluster client suites read.

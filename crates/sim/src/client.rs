@@ -74,6 +74,12 @@ pub struct Client {
     pub clocks: Clocks,
     /// How requests reach the replicas.
     pub transport: Transport,
+    /// On a cluster: the node each slot was last served by (a cluster
+    /// client's slot map, learned from MOVED); `None` for a single group,
+    /// where one leader serves every key.
+    pub slots: Option<BTreeMap<u16, NodeId>>,
+    /// Attempts per operation when nodes send the client elsewhere.
+    pub attempts: usize,
     rotation: usize,
 }
 
@@ -90,6 +96,8 @@ pub enum Transport {
 enum Redirect {
     /// MOVED to this node: refused there, retry at the leader.
     Moved(NodeId),
+    /// ASK: refused there, ask this node once (after ASKING).
+    Ask(NodeId),
     /// CLUSTERDOWN, TRYAGAIN, EXECABORT: refused, retry later.
     Refused,
     /// UNKNOWN: proposed, then its fate was lost.
@@ -103,14 +111,15 @@ fn redirect(reply: &Frame) -> Option<Redirect> {
     let text = String::from_utf8_lossy(text);
     let mut words = text.split(' ');
     match words.next()? {
-        "MOVED" => {
+        word @ ("MOVED" | "ASK") => {
             let address = words.nth(1)?;
             let host = address.split(':').next()?;
-            host.strip_prefix("node")?
-                .parse()
-                .ok()
-                .map(Redirect::Moved)
-                .or(Some(Redirect::Refused))
+            let node = host.strip_prefix("node")?.parse().ok();
+            Some(match node {
+                Some(node) if word == "ASK" => Redirect::Ask(node),
+                Some(node) => Redirect::Moved(node),
+                None => Redirect::Refused,
+            })
         }
         "CLUSTERDOWN" | "TRYAGAIN" | "EXECABORT" => Some(Redirect::Refused),
         "UNKNOWN" => Some(Redirect::Unknown),
@@ -130,6 +139,8 @@ impl Client {
             ack_before_commit: false,
             clocks: Clocks::default(),
             transport: Transport::Direct,
+            slots: None,
+            attempts: ATTEMPTS,
             rotation: id as usize,
         }
     }
@@ -155,6 +166,10 @@ impl Client {
     /// Performs `call` on `key`, records it and returns its outcome.
     pub async fn perform(&mut self, key: &str, call: Call, seed: u64) -> Outcome {
         let invoked = now_ns();
+        let slot = cluster::key_slot(key.as_bytes());
+        if let Some(node) = self.slots.as_ref().and_then(|slots| slots.get(&slot)) {
+            self.node = *node;
+        }
         let resp = matches!(self.transport, Transport::Resp(_));
         let outcome = match (call.through_log(), resp) {
             (true, false) => self.write(key, &call, seed).await,
@@ -166,6 +181,9 @@ impl Client {
             Outcome::Unknown => u64::MAX,
             _ => now_ns(),
         };
+        if let Some(slots) = &mut self.slots {
+            slots.insert(slot, self.node);
+        }
         self.history.record(Operation {
             client: self.id,
             key: key.to_string(),
@@ -310,13 +328,15 @@ impl Client {
             lines.insert(0, vec![Bytes::from_static(b"MULTI")]);
             lines.push(vec![Bytes::from_static(b"EXEC")]);
         }
-        for _ in 0..ATTEMPTS {
-            let node = self.node;
+        let mut asking = None;
+        for _ in 0..self.attempts {
+            let node = asking.unwrap_or(self.node);
             let Some(connection) = self.connection(node).await else {
                 // Not connected, nothing sent.
                 self.rotate();
                 continue;
             };
+            let lines = with_asking(&lines, asking.take().is_some());
             let sent =
                 tokio::time::timeout(WRITE_LIMIT + CONNECT_LIMIT, connection.pipeline(&lines));
             let Ok(Ok(replies)) = sent.await else {
@@ -327,6 +347,10 @@ impl Client {
             match replies.iter().find_map(redirect) {
                 Some(Redirect::Moved(leader)) => {
                     self.follow(Some(leader)).await;
+                    continue;
+                }
+                Some(Redirect::Ask(node)) => {
+                    asking = Some(node);
                     continue;
                 }
                 Some(Redirect::Refused) => {
@@ -354,12 +378,14 @@ impl Client {
     /// changed nothing).
     async fn read_resp(&mut self, key: &str, call: &Call) -> Outcome {
         let command = commands(key, call);
-        for _ in 0..ATTEMPTS {
-            let node = self.node;
+        let mut asking = None;
+        for _ in 0..self.attempts {
+            let node = asking.unwrap_or(self.node);
             let Some(connection) = self.connection(node).await else {
                 self.rotate();
                 continue;
             };
+            let command = with_asking(&command, asking.take().is_some());
             let sent = tokio::time::timeout(WRITE_LIMIT, connection.pipeline(&command));
             let Ok(Ok(mut replies)) = sent.await else {
                 self.drop_connection(node);
@@ -371,12 +397,24 @@ impl Client {
             };
             match redirect(&reply) {
                 Some(Redirect::Moved(leader)) => self.follow(Some(leader)).await,
+                Some(Redirect::Ask(node)) => asking = Some(node),
                 Some(_) => self.follow(None).await,
                 None => return Outcome::Done(observe(call, &reply)),
             }
         }
         Outcome::Failed
     }
+}
+
+/// `lines` preceded by ASKING when a redirect said ASK (its reply, OK, is
+/// read and passed over like any reply that is no redirect).
+fn with_asking(lines: &[Vec<Bytes>], asking: bool) -> std::borrow::Cow<'_, [Vec<Bytes>]> {
+    if !asking {
+        return std::borrow::Cow::Borrowed(lines);
+    }
+    let mut with = vec![vec![Bytes::from_static(b"ASKING")]];
+    with.extend_from_slice(lines);
+    std::borrow::Cow::Owned(with)
 }
 
 /// The command lines of `call` on `key` (several for a transaction).

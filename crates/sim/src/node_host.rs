@@ -328,50 +328,155 @@ pub fn add_cluster_nodes(
     seed: u64,
     clocks: Clocks,
 ) {
+    add_cluster_nodes_with(
+        sim,
+        count,
+        root,
+        seed,
+        clocks,
+        &ClusterHandles::default(),
+        Storage::default(),
+        &BTreeMap::new(),
+    );
+}
+
+/// The groups of simulated cluster nodes, by group id (0: the metadata
+/// group, then the shards), each with its replicas by node: the driver's
+/// handles for fault injection and convergence checks. A node publishes a
+/// group once it has opened it.
+#[derive(Clone, Default)]
+pub struct ClusterHandles(Arc<std::sync::Mutex<BTreeMap<replication::GroupId, Handles>>>);
+
+impl ClusterHandles {
+    /// The replicas of `group` (empty until a node opens it).
+    pub fn group(&self, group: replication::GroupId) -> Handles {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(group)
+            .or_default()
+            .clone()
+    }
+
+    /// Every group some node has opened, by id.
+    pub fn groups(&self) -> Vec<(replication::GroupId, Handles)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .map(|(id, handles)| (*id, handles.clone()))
+            .collect()
+    }
+
+    /// Forgets node `id`'s replicas (its host crashes).
+    pub fn remove(&self, id: NodeId) {
+        for (_, handles) in self.groups() {
+            handles.remove(id);
+        }
+    }
+}
+
+/// [`add_cluster_nodes`] for a fault run: each node publishes the groups it
+/// hosts in `handles`, snapshots follow `storage`, and a node with a disk in
+/// `disks` keeps every group's log there.
+#[allow(clippy::too_many_arguments)]
+pub fn add_cluster_nodes_with(
+    sim: &mut turmoil::Sim<'_>,
+    count: u64,
+    root: PathBuf,
+    seed: u64,
+    clocks: Clocks,
+    handles: &ClusterHandles,
+    storage: Storage,
+    disks: &BTreeMap<NodeId, SimDisk>,
+) {
     node::clock::set_source(simulated_micros);
     node::resp_client::set_dialer(simulated_dial);
     CLOCKS.with(|current| *current.borrow_mut() = (clocks, HashMap::new()));
     for id in 1..=count {
-        let dir = root.join(host_name(id));
-        let seed = seed.wrapping_add(id);
-        sim.host(host_name(id), move || {
-            run_cluster_node(id, dir.clone(), seed)
-        });
+        let host = ClusterHost {
+            id,
+            dir: root.join(host_name(id)),
+            seed: seed.wrapping_add(id),
+            handles: handles.clone(),
+            storage,
+            disk: disks.get(&id).cloned(),
+        };
+        sim.host(host_name(id), move || host.clone().run());
     }
 }
 
-async fn run_cluster_node(id: NodeId, dir: PathBuf, seed: u64) -> Result<(), Box<dyn Error>> {
-    let runtime = tokio::runtime::Handle::current().id();
-    CLOCKS.with(|clocks| clocks.borrow_mut().1.insert(runtime, id));
-    let id_text = id.to_string();
-    let raft_port = RAFT_PORT.to_string();
-    let setup = NodeSetup::new(
-        &dir,
-        &[
-            ("port", "6379"),
-            ("raft-port", &raft_port),
-            ("cluster-enabled", "yes"),
-            ("node-id", &id_text),
-        ],
-        None,
-    )
-    .await?;
-    let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let cluster = node::cluster_node::ClusterNode::start_with(
-        &setup.config,
-        setup.keyspace_config,
-        setup.registry,
-        setup.client,
-        setup.log,
-        stopped,
-        seed,
-    )
-    .await
-    .map_err(|error| error.to_string())?;
-    NodeSetup::serve(node::server::Shared::clustered(
-        setup.config,
-        seed ^ 0x5eed,
-        cluster,
-    ))
-    .await
+/// One simulated host's cluster node, as (re)started.
+#[derive(Clone)]
+struct ClusterHost {
+    id: NodeId,
+    dir: PathBuf,
+    seed: u64,
+    handles: ClusterHandles,
+    storage: Storage,
+    disk: Option<SimDisk>,
+}
+
+impl ClusterHost {
+    async fn run(self) -> Result<(), Box<dyn Error>> {
+        let runtime = tokio::runtime::Handle::current().id();
+        CLOCKS.with(|clocks| clocks.borrow_mut().1.insert(runtime, self.id));
+        let id_text = self.id.to_string();
+        let raft_port = RAFT_PORT.to_string();
+        let snapshot_every = self.storage.snapshot_every.to_string();
+        let keep = self.storage.keep_behind_snapshot.to_string();
+        let setup = NodeSetup::new(
+            &self.dir,
+            &[
+                ("port", "6379"),
+                ("raft-port", &raft_port),
+                ("cluster-enabled", "yes"),
+                ("node-id", &id_text),
+                ("raft-snapshot-entries", &snapshot_every),
+                ("raft-keep-entries", &keep),
+            ],
+            self.disk.as_ref(),
+        )
+        .await?;
+        // Never stopped: a simulated host ends when it crashes or the
+        // simulation does.
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let cluster = node::cluster_node::ClusterNode::start_with(
+            &setup.config,
+            setup.keyspace_config,
+            setup.registry,
+            setup.client,
+            setup.log,
+            stopped,
+            self.seed,
+        )
+        .await
+        .map_err(|error| error.to_string())?;
+        tokio::spawn(publish_groups(self.id, cluster.clone(), self.handles));
+        NodeSetup::serve(node::server::Shared::clustered(
+            setup.config,
+            self.seed ^ 0x5eed,
+            cluster,
+        ))
+        .await
+    }
+}
+
+/// Publishes the groups `node` hosts (its metadata replica as group 0) in
+/// `handles` as it opens them, until its host ends.
+async fn publish_groups(
+    id: NodeId,
+    node: Arc<node::cluster_node::ClusterNode>,
+    handles: ClusterHandles,
+) {
+    loop {
+        let replicas = node.metadata().into_iter().chain(node.local_shards());
+        for replica in replicas {
+            let handles = handles.group(replica.group.id);
+            if handles.get(id).is_none() {
+                handles.insert(id, replica.group.clone());
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

@@ -5,6 +5,12 @@
 //! fault is healed and crashed replicas restart; the run waits until the
 //! replicas converge (same applied index and state digest), reads every key's
 //! final value through the linearizable path, and checks the history.
+//!
+//! On a cluster ([`Hosts::Cluster`]) the driver first forms it with the
+//! admin's `create` (the window starts then), moves slots of workload keys
+//! between shards during the window, finishes every migration a fault left
+//! unfinished after healing, and checks that every group converges and the
+//! admin's `check` passes.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -19,7 +25,9 @@ use crate::disk::{SimDisk, BASE_SYNC_LATENCY};
 use crate::faults::{self, Event, Kind, BASE_LATENCY_MS};
 use crate::group::{add_replicas, host_name, Clocks, Handles, Storage};
 use crate::history::{Call, History, Observed, Outcome};
-use crate::node_host::add_nodes_with;
+use crate::node_host::{
+    add_cluster_nodes_with, add_nodes_with, node_address, ClusterHandles, RespClient,
+};
 use crate::rng::Rng;
 
 /// What a run does.
@@ -51,6 +59,12 @@ pub enum Hosts {
     /// The real `slotraft node` in replicated mode; clients speak RESP to it.
     /// Each node's wall clock is skewed as the replicas' are.
     Node,
+    /// A cluster of `slotraft node`s (`--cluster-enabled yes`) formed by the
+    /// admin's `create`: a metadata group and one shard per node, each
+    /// replicated on every node. Clients keep a slot map and follow MOVED
+    /// and ASK; slots holding workload keys move between shards while the
+    /// faults run.
+    Cluster,
 }
 
 impl Hosts {
@@ -58,6 +72,7 @@ impl Hosts {
         match self {
             Hosts::Replication => "replication",
             Hosts::Node => "node",
+            Hosts::Cluster => "cluster",
         }
     }
 
@@ -65,7 +80,10 @@ impl Hosts {
         match text {
             "replication" => Ok(Hosts::Replication),
             "node" => Ok(Hosts::Node),
-            other => Err(format!("unknown hosts '{other}' (replication or node)")),
+            "cluster" => Ok(Hosts::Cluster),
+            other => Err(format!(
+                "unknown hosts '{other}' (replication, node or cluster)"
+            )),
         }
     }
 }
@@ -100,6 +118,14 @@ impl Config {
         }
     }
 
+    /// The same run on a cluster of real nodes (see [`Hosts::Cluster`]).
+    pub fn on_cluster(seed: u64) -> Config {
+        Config {
+            hosts: Hosts::Cluster,
+            ..Config::new(seed)
+        }
+    }
+
     /// The command that replays this run.
     pub fn reproduce(&self) -> String {
         let faults: Vec<&str> = self.faults.iter().map(|kind| kind.name()).collect();
@@ -116,8 +142,8 @@ impl Config {
         if self.ack_before_commit {
             mutation.push_str(" --mutation ack-before-commit");
         }
-        if self.hosts == Hosts::Node {
-            mutation.push_str(" --hosts node");
+        if self.hosts != Hosts::Replication {
+            mutation.push_str(&format!(" --hosts {}", self.hosts.name()));
         }
         format!(
             "cargo xtask sim --from {} --seeds 1 --faults {faults} --window-ms {}{mutation}",
@@ -142,6 +168,9 @@ pub struct Report {
     pub admissions: (usize, usize),
     /// Acknowledged blocking pops: that took an element, that timed out.
     pub pops: (usize, usize),
+    /// Slot migrations (cluster runs): completed, attempts that failed
+    /// (each failed one was rolled forward later).
+    pub migrations: (usize, usize),
     pub faults_applied: usize,
     /// The faults as applied, with their simulated times.
     pub fault_log: Vec<String>,
@@ -189,6 +218,11 @@ pub fn run(config: &Config) -> Report {
         .rng_seed(config.seed)
         .build();
     let handles = Handles::default();
+    let cluster_handles = ClusterHandles::default();
+    let groups = match config.hosts {
+        Hosts::Cluster => Groups::Cluster(cluster_handles.clone()),
+        Hosts::Replication | Hosts::Node => Groups::One(handles.clone()),
+    };
     let disks: BTreeMap<u64, SimDisk> = (1..=config.nodes)
         .map(|node| (node, SimDisk::default()))
         .collect();
@@ -211,31 +245,52 @@ pub fn run(config: &Config) -> Report {
             &disks,
             clocks.clone(),
         ),
+        Hosts::Cluster => {
+            node::admin::set_quiet(true);
+            add_cluster_nodes_with(
+                &mut sim,
+                config.nodes,
+                root.clone(),
+                config.seed,
+                clocks.clone(),
+                &cluster_handles,
+                config.storage,
+                &disks,
+            )
+        }
     }
     let mut crash_rng = rng.fork();
     let history = History::default();
     let healed = Arc::new(AtomicBool::new(false));
     let membership = Membership::default();
     let finals: Arc<Mutex<Option<Result<Finals, String>>>> = Arc::default();
+    // When the fault window starts: at once, or once the cluster is formed.
+    let started: Arc<Mutex<Option<Duration>>> = Arc::new(Mutex::new(
+        (config.hosts != Hosts::Cluster).then_some(Duration::ZERO),
+    ));
+    let migrations = Migrations::default();
     {
-        let (handles, history, healed, finals) = (
-            handles.clone(),
+        let (groups, history, healed, finals) = (
+            groups.clone(),
             history.clone(),
             healed.clone(),
             finals.clone(),
         );
         let (config, workload_rng, clocks) = (config.clone(), rng.fork(), clocks.clone());
-        let membership = membership.clone();
+        let (membership, started, migrations) =
+            (membership.clone(), started.clone(), migrations.clone());
         sim.client("driver", async move {
-            let changes = tokio::spawn(membership.clone().run(handles.clone(), config.nodes));
+            let changes = tokio::spawn(membership.clone().run(groups.clone(), config.nodes));
             let outcome = drive(
                 &config,
                 workload_rng,
-                &handles,
+                &groups,
                 &history,
                 &healed,
                 &clocks,
                 &membership,
+                &started,
+                &migrations,
             )
             .await;
             changes.abort();
@@ -253,6 +308,7 @@ pub fn run(config: &Config) -> Report {
     let mut crash_waits = BTreeMap::new();
     let mut error = None;
     let mut healing_done = false;
+    let mut origin = None;
     loop {
         match sim.step() {
             Ok(true) => break,
@@ -263,6 +319,23 @@ pub fn run(config: &Config) -> Report {
             }
         }
         let now = sim.elapsed();
+        // The schedule is drawn from the window's start.
+        let start = match origin {
+            Some(start) => start,
+            None => {
+                let Some(start) = *started
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                else {
+                    continue;
+                };
+                for (at, _) in pending.iter_mut() {
+                    *at += start;
+                }
+                origin = Some(start);
+                start
+            }
+        };
         while pending.front().is_some_and(|(at, _)| *at <= now) {
             let Some((at, event)) = pending.pop_front() else {
                 break;
@@ -270,7 +343,7 @@ pub fn run(config: &Config) -> Report {
             let mut later = Vec::new();
             let mut host = Host {
                 sim: &mut sim,
-                handles: &handles,
+                groups: &groups,
                 disks: &disks,
                 rng: &mut crash_rng,
                 down: &mut down,
@@ -286,7 +359,7 @@ pub fn run(config: &Config) -> Report {
                 pending.make_contiguous().sort_by_key(|(at, _)| *at);
             }
         }
-        if !healing_done && now >= config.window {
+        if !healing_done && now >= start + config.window {
             // Faults still queued (a crash waiting for a write, a repair)
             // are moot: everything heals now.
             pending.clear();
@@ -304,6 +377,19 @@ pub fn run(config: &Config) -> Report {
     drop(sim);
     let _ = std::fs::remove_dir_all(&root);
     let operations = history.operations();
+    // `SIM_DEBUG_KEY=KEY` prints that key's history (a failing seed's
+    // replay).
+    if let Some(wanted) = std::env::var_os("SIM_DEBUG_KEY") {
+        for operation in operations
+            .iter()
+            .filter(|operation| wanted.to_str() == Some(operation.key.as_str()))
+        {
+            eprintln!("{operation:?}");
+        }
+    }
+    let faults_applied = applied.len();
+    let migrations = migrations.take();
+    applied.extend(migrations.lines);
     let finals = finals
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -360,7 +446,8 @@ pub fn run(config: &Config) -> Report {
                 .filter(|operation| operation.outcome == Outcome::Done(Observed::Nil))
                 .count(),
         ),
-        faults_applied: applied.len(),
+        migrations: (migrations.done, migrations.failed),
+        faults_applied,
         fault_log: applied,
         simulated,
         violations,
@@ -394,7 +481,7 @@ fn scratch_dir(seed: u64) -> PathBuf {
 /// What applying faults touches.
 struct Host<'a, 'b> {
     sim: &'a mut turmoil::Sim<'b>,
-    handles: &'a Handles,
+    groups: &'a Groups,
     disks: &'a BTreeMap<u64, SimDisk>,
     rng: &'a mut Rng,
     down: &'a mut Vec<u64>,
@@ -412,7 +499,7 @@ impl Host<'_, '_> {
     fn apply(&mut self, event: &Event, nodes: u64) -> Option<String> {
         let Host {
             sim,
-            handles,
+            groups,
             disks,
             rng,
             down,
@@ -433,13 +520,22 @@ impl Host<'_, '_> {
             Event::RepairOneWay { from, to } => sim.release(host_name(from), host_name(to)),
             Event::IsolateLeader(length) => {
                 let all: Vec<u64> = (1..=nodes).collect();
+                // On a cluster, the leader of one of its groups.
+                let every = groups.all();
+                let (group, handles) = match every.len() {
+                    0 | 1 => every.first()?,
+                    count => &every[rng.below(count as u64) as usize],
+                };
                 let leader = handles.leader_among(&all)?;
                 let repair_at = sim.elapsed() + length;
                 for other in all.iter().filter(|other| **other != leader) {
                     sim.hold(host_name(leader), host_name(*other));
                     later.push((repair_at, Event::Repair(leader, *other)));
                 }
-                return Some(format!("isolate leader node{leader}"));
+                return Some(match groups {
+                    Groups::One(_) => format!("isolate leader node{leader}"),
+                    Groups::Cluster(_) => format!("isolate leader node{leader} (of group {group})"),
+                });
             }
             Event::Crash(node) => {
                 // Crash in the middle of a write when one comes soon: that is
@@ -452,7 +548,7 @@ impl Host<'_, '_> {
                     return None;
                 }
                 crash_waits.remove(&node);
-                handles.remove(node);
+                groups.remove(node);
                 sim.crash(host_name(node));
                 down.push(node);
                 let damage = disks.get(&node).map(|disk| disk.crash(rng, true));
@@ -505,31 +601,122 @@ struct Finals {
     digest: String,
 }
 
+/// The replica groups the faults and the liveness checks act on.
+#[derive(Clone)]
+enum Groups {
+    /// One group (the replication stack, or a node in replicated mode).
+    One(Handles),
+    /// A cluster's groups: metadata (0) and shards, as the nodes open them.
+    Cluster(ClusterHandles),
+}
+
+impl Groups {
+    fn all(&self) -> Vec<(replication::GroupId, Handles)> {
+        match self {
+            Groups::One(handles) => vec![(crate::group::GROUP, handles.clone())],
+            Groups::Cluster(groups) => groups.groups(),
+        }
+    }
+
+    fn remove(&self, node: u64) {
+        match self {
+            Groups::One(handles) => handles.remove(node),
+            Groups::Cluster(groups) => groups.remove(node),
+        }
+    }
+}
+
+/// What the cluster driver's slot migrations did: a line each for the
+/// trace, and how many completed and failed.
+#[derive(Clone, Default)]
+struct Migrations(Arc<Mutex<MigrationLog>>);
+
+#[derive(Default)]
+struct MigrationLog {
+    lines: Vec<String>,
+    done: usize,
+    failed: usize,
+}
+
+impl Migrations {
+    fn record(&self, done: bool, line: String) {
+        let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis();
+        let mut log = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if done {
+            log.done += 1;
+        } else {
+            log.failed += 1;
+        }
+        log.lines.push(format!("{elapsed:>6}ms {line}"));
+    }
+
+    fn take(&self) -> MigrationLog {
+        std::mem::take(
+            &mut *self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+}
+
 /// The clients' workload, then the liveness phase.
+#[allow(clippy::too_many_arguments)]
 async fn drive(
     config: &Config,
     mut rng: Rng,
-    handles: &Handles,
+    groups: &Groups,
     history: &History,
     healed: &AtomicBool,
     clocks: &Clocks,
     membership: &Membership,
+    started: &Mutex<Option<Duration>>,
+    migrations: &Migrations,
 ) -> Result<Finals, String> {
     let nodes: Vec<u64> = (1..=config.nodes).collect();
-    let mut clients = Vec::new();
-    for id in 0..config.clients {
+    let cluster = config.hosts == Hosts::Cluster;
+    let mut start = Duration::ZERO;
+    if cluster {
+        // Formed before the faults start, as `slotraft cluster create`.
+        let addresses: Vec<String> = nodes.iter().map(|id| node_address(*id)).collect();
+        node::admin::create(&addresses, None, nodes.len(), config.seed)
+            .await
+            .map_err(|error| format!("forming the cluster failed: {error}"))?;
+        start = turmoil::sim_elapsed().unwrap_or_default();
+        *started
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(start);
+    }
+    let end = start + config.window;
+    let handles = match groups {
+        Groups::One(handles) => handles.clone(),
+        Groups::Cluster(_) => Handles::default(),
+    };
+    let new_client = |id: u64| {
         let mut client = Client::new(id, nodes.clone(), handles.clone(), history.clone());
         client.read_mode = config.read_mode;
         client.ack_before_commit = config.ack_before_commit;
         client.clocks = clocks.clone();
-        if config.hosts == Hosts::Node {
+        if config.hosts != Hosts::Replication {
             client.transport = Transport::Resp(BTreeMap::new());
         }
-        let (mut rng, window) = (rng.fork(), config.window);
-        let queue = config.hosts == Hosts::Node;
+        if cluster {
+            client.slots = Some(BTreeMap::new());
+            client.attempts = CLUSTER_ATTEMPTS;
+        }
+        client
+    };
+    let mut clients = Vec::new();
+    for id in 0..config.clients {
+        let mut client = new_client(id);
+        let mut rng = rng.fork();
+        let queue = config.hosts != Hosts::Replication;
         clients.push(tokio::spawn(async move {
             let mut sequence = 0u64;
-            while turmoil::sim_elapsed().unwrap_or_default() < window {
+            while turmoil::sim_elapsed().unwrap_or_default() < end {
                 sequence += 1;
                 let unique = format!("{id}-{sequence}");
                 let (key, call) = pick(&mut rng, unique, queue);
@@ -538,56 +725,91 @@ async fn drive(
             }
         }));
     }
+    let mover = cluster.then(|| {
+        tokio::spawn(migrate_during(
+            nodes.clone(),
+            end,
+            rng.fork(),
+            migrations.clone(),
+        ))
+    });
     for client in clients {
         client
             .await
             .map_err(|error| format!("a client failed: {error}"))?;
     }
+    if let Some(mover) = mover {
+        mover
+            .await
+            .map_err(|error| format!("the migrations failed: {error}"))?;
+    }
     while !healed.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if cluster {
+        finish_migrations(&nodes, migrations).await?;
     }
     // Liveness: every replica back and a voter again, one leader, the same
     // state everywhere.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !membership.is_idle() || !all_voters(handles, &nodes) {
+    while !membership.is_idle() || !all_voters(groups, &nodes, config) {
         if tokio::time::Instant::now() > deadline {
-            let all = nodes.clone();
-            let state = handles
-                .leader_among(&all)
-                .and_then(|id| handles.get(id))
-                .map(|leader| format!("{:?}", leader.metrics().membership_config));
-            let replicas: Vec<String> = all
-                .iter()
-                .filter_map(|id| handles.get(*id))
-                .map(|group| {
-                    let metrics = group.metrics();
-                    format!(
-                        "node{} {:?} term {} leader {:?} vote {} last log {:?} committed {:?}",
-                        group.node_id,
-                        metrics.state,
-                        metrics.current_term,
-                        metrics.current_leader,
-                        metrics.vote,
-                        metrics.last_log_index,
-                        metrics.local_committed.map(|id| id.index)
-                    )
-                })
-                .collect();
+            let mut states = Vec::new();
+            for (group, handles) in groups.all() {
+                let all = nodes.clone();
+                let state = handles
+                    .leader_among(&all)
+                    .and_then(|id| handles.get(id))
+                    .map(|leader| format!("{:?}", leader.metrics().membership_config));
+                let replicas: Vec<String> = all
+                    .iter()
+                    .filter_map(|id| handles.get(*id))
+                    .map(|group| {
+                        let metrics = group.metrics();
+                        format!(
+                            "node{} {:?} term {} leader {:?} vote {} last log {:?} committed {:?}",
+                            group.node_id,
+                            metrics.state,
+                            metrics.current_term,
+                            metrics.current_leader,
+                            metrics.vote,
+                            metrics.last_log_index,
+                            metrics.local_committed.map(|id| id.index)
+                        )
+                    })
+                    .collect();
+                states.push(format!(
+                    "group {group}: leader's membership: {state:?}; replicas: {replicas:?}"
+                ));
+            }
             return Err(format!(
-                "the replicas did not all become voters again after healing (changes pending: {}; leader's membership: {state:?}; replicas: {replicas:?})",
-                !membership.is_idle()
+                "the replicas did not all become voters again after healing (changes pending: {}; {})",
+                !membership.is_idle(),
+                states.join("; ")
             ));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let digest = converge(handles, &nodes, Duration::from_secs(120)).await?;
-    let mut reader = Client::new(1_000, nodes.clone(), handles.clone(), history.clone());
-    reader.clocks = clocks.clone();
-    if config.hosts == Hosts::Node {
-        reader.transport = Transport::Resp(BTreeMap::new());
+    let mut digests = Vec::new();
+    for (group, handles) in groups.all() {
+        let digest = converge(&handles, &nodes, Duration::from_secs(120))
+            .await
+            .map_err(|error| format!("group {group}: {error}"))?;
+        digests.push(match groups {
+            Groups::One(_) => digest,
+            Groups::Cluster(_) => format!("group {group}: {digest}"),
+        });
     }
+    let digest = digests.join("; ");
+    if cluster {
+        check_cluster().await?;
+    }
+    // The final reads are never mutated.
+    let mut reader = new_client(1_000);
+    reader.read_mode = ReadMode::Linearizable;
+    reader.ack_before_commit = false;
     let mut values = BTreeMap::new();
-    let queue = (config.hosts == Hosts::Node).then_some((QUEUE, Call::LRange));
+    let queue = (config.hosts != Hosts::Replication).then_some((QUEUE, Call::LRange));
     let finals = REGISTERS
         .iter()
         .map(|key| (*key, Call::Get))
@@ -614,6 +836,170 @@ async fn drive(
         }
     }
     Ok(Finals { values, digest })
+}
+
+/// Attempts per operation of a cluster client: a key of another shard
+/// costs a MOVED first, and a moving slot a TRYAGAIN or two.
+const CLUSTER_ATTEMPTS: usize = 5;
+
+/// The workload keys whose slots the cluster driver moves (the transfer
+/// pair's and the limiter's are their hash tags).
+const MIGRATED_KEYS: [&str; 9] = [
+    REGISTERS[0],
+    REGISTERS[1],
+    REGISTERS[2],
+    COUNTER,
+    SET,
+    LIST,
+    ACCOUNTS,
+    LIMITER,
+    QUEUE,
+];
+
+/// How long one migration may take before the driver gives up on it (as
+/// an admin whose CLI was stopped); the next one rolls it forward.
+const MIGRATION_LIMIT: Duration = Duration::from_secs(60);
+
+/// Until `end`: every 0.2-1.5 s, moves the slot of a random workload key to
+/// another shard with the admin's `migrate_slots`, while the clients write
+/// and the faults run. A migration left unfinished by a failure is finished
+/// (rolled forward) first.
+async fn migrate_during(nodes: Vec<u64>, end: Duration, mut rng: Rng, log: Migrations) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(rng.between(200, 1_500))).await;
+        if turmoil::sim_elapsed().unwrap_or_default() >= end {
+            return;
+        }
+        let key = MIGRATED_KEYS[rng.below(MIGRATED_KEYS.len() as u64) as usize];
+        migrate_once(&nodes, Some(key), rng.next_u64(), &log).await;
+    }
+}
+
+/// The newest topology any of `nodes` answers with, and that node's
+/// address; also whether every node answered with that one epoch.
+async fn newest_topology(nodes: &[u64]) -> Option<(String, cluster::Topology, bool)> {
+    let mut newest: Option<(String, cluster::Topology)> = None;
+    let mut epochs = Vec::new();
+    for node in nodes {
+        let ask = async {
+            let mut client = RespClient::connect(*node).await.ok()?;
+            match client.call(&["SLOTRAFT", "TOPOLOGY"]).await.ok()? {
+                resp::Frame::Bulk(bytes) => cluster::Topology::from_bytes(&bytes).ok(),
+                _ => None,
+            }
+        };
+        let Ok(Some(topology)) = tokio::time::timeout(Duration::from_secs(1), ask).await else {
+            epochs.push(None);
+            continue;
+        };
+        epochs.push(Some(topology.epoch));
+        if newest
+            .as_ref()
+            .is_none_or(|(_, known)| topology.epoch > known.epoch)
+        {
+            newest = Some((node_address(*node), topology));
+        }
+    }
+    let (address, topology) = newest?;
+    let agreed = epochs.iter().all(|epoch| *epoch == Some(topology.epoch));
+    Some((address, topology, agreed))
+}
+
+/// One migration: finishes the first one the topology records as under
+/// way, else moves the slot of `key` (if any) from its shard to another
+/// (picked by `choice`). Recorded in `log` either way.
+async fn migrate_once(nodes: &[u64], key: Option<&str>, choice: u64, log: &Migrations) {
+    let Some((address, topology, _)) = newest_topology(nodes).await else {
+        log.record(
+            false,
+            "migration: no node answered with the topology".into(),
+        );
+        return;
+    };
+    let (slot, from, to, what) = if let Some((slot, migration)) = topology.migrations.iter().next()
+    {
+        (*slot, migration.from, migration.to, "finish".to_string())
+    } else if let Some(key) = key {
+        let slot = cluster::key_slot(key.as_bytes());
+        let Some(from) = topology.slot_owner(slot) else {
+            log.record(false, format!("migration: slot {slot} has no owner"));
+            return;
+        };
+        let others: Vec<u64> = topology
+            .shards
+            .keys()
+            .copied()
+            .filter(|shard| *shard != from)
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        let to = others[(choice % others.len() as u64) as usize];
+        (slot, from, to, format!("move ({key})"))
+    } else {
+        return;
+    };
+    let slots = [slot];
+    let moving = node::admin::migrate_slots(&address, &slots, from, to);
+    match tokio::time::timeout(MIGRATION_LIMIT, moving).await {
+        Ok(Ok(keys)) => log.record(
+            true,
+            format!("{what} slot {slot} shard {from} -> {to}: {keys} keys copied"),
+        ),
+        Ok(Err(error)) => log.record(
+            false,
+            format!("{what} slot {slot} shard {from} -> {to} failed: {error:#}"),
+        ),
+        Err(_) => log.record(
+            false,
+            format!("{what} slot {slot} shard {from} -> {to} timed out"),
+        ),
+    }
+}
+
+/// After healing: finishes every migration a fault left unfinished, until
+/// every node answers with the same topology and it records none.
+async fn finish_migrations(nodes: &[u64], log: &Migrations) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let newest = newest_topology(nodes).await;
+        if let Some((_, topology, agreed)) = &newest {
+            if topology.migrations.is_empty() {
+                if *agreed {
+                    return Ok(());
+                }
+            } else {
+                migrate_once(nodes, None, 0, log).await;
+                continue;
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            let state = newest.map(|(_, topology, agreed)| {
+                format!(
+                    "epoch {} (all nodes agree: {agreed}), migrations {:?}",
+                    topology.epoch, topology.migrations
+                )
+            });
+            return Err(format!(
+                "the slot migrations were not finished after healing: {state:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The admin's `check` after healing: one topology everywhere, every slot
+/// owned, none moving, every shard with a leader that serves requests.
+async fn check_cluster() -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..20 {
+        match node::admin::check(&node_address(1)).await {
+            Ok(()) => return Ok(()),
+            Err(error) => last = format!("{error:#}"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(format!("the admin's check failed after healing: {last}"))
 }
 
 /// One operation of the workload mix; with `queue`, also a work queue of
@@ -699,16 +1085,19 @@ impl Membership {
                 .is_empty()
     }
 
-    async fn run(self, handles: Handles, nodes: u64) {
+    /// On a cluster, each change is made in every group.
+    async fn run(self, groups: Groups, nodes: u64) {
         let all: Vec<u64> = (1..=nodes).collect();
         loop {
             self.busy.store(true, Ordering::SeqCst);
             while let Some(event) = self.pop() {
-                for _ in 0..50 {
-                    if change(&handles, &all, &event).await {
-                        break;
+                for (_, handles) in groups.all() {
+                    for _ in 0..50 {
+                        if change(&handles, &all, &event).await {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
             self.busy.store(false, Ordering::SeqCst);
@@ -773,8 +1162,19 @@ async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
     matches!(outcome, Ok(Ok(_)))
 }
 
-/// True when the leader's committed membership has every replica as a voter.
-fn all_voters(handles: &Handles, all: &[u64]) -> bool {
+/// True when every group's leader has every replica as a voter in its
+/// committed membership (and, on a cluster, every group is open).
+fn all_voters(groups: &Groups, all: &[u64], config: &Config) -> bool {
+    let every = groups.all();
+    if config.hosts == Hosts::Cluster && every.len() as u64 != 1 + config.nodes {
+        return false;
+    }
+    every
+        .iter()
+        .all(|(_, handles)| group_all_voters(handles, all))
+}
+
+fn group_all_voters(handles: &Handles, all: &[u64]) -> bool {
     let Some(leader) = handles.leader_among(all).and_then(|id| handles.get(id)) else {
         return false;
     };

@@ -14,6 +14,8 @@ pub struct Summary {
     pub operations: usize,
     pub unknown: usize,
     pub faults_applied: usize,
+    /// Slot migrations completed, and attempts that failed (cluster runs).
+    pub migrations: (usize, usize),
     pub simulated: Duration,
     pub wall: Duration,
 }
@@ -57,6 +59,7 @@ pub fn sweep(
                         failed: 0,
                         admissions: (0, 0),
                         pops: (0, 0),
+                        migrations: (0, 0),
                         faults_applied: 0,
                         fault_log: Vec::new(),
                         simulated: Duration::ZERO,
@@ -82,6 +85,10 @@ pub fn sweep(
         operations: total(|report| report.operations),
         unknown: total(|report| report.unknown),
         faults_applied: total(|report| report.faults_applied),
+        migrations: (
+            total(|report| report.migrations.0),
+            total(|report| report.migrations.1),
+        ),
         simulated: reports.iter().map(|(_, report)| report.simulated).sum(),
         wall: started.elapsed(),
         failures: reports

@@ -1,5 +1,5 @@
 //! Sweeps simulation seeds: `slotraft-sim --seeds N [--from S] [--faults LIST]
-//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node] [--verbose]`.
+//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--verbose]`.
 //! `cargo xtask sim` builds and runs it in release mode.
 
 use std::process::ExitCode;
@@ -10,7 +10,7 @@ use sim::faults::Kind;
 use sim::run::{Config, Hosts};
 use sim::sweep::sweep;
 
-const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node] [--verbose]";
+const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--verbose]";
 
 fn main() -> ExitCode {
     match parse(std::env::args().skip(1).collect()) {
@@ -85,8 +85,16 @@ fn run(options: Options) -> ExitCode {
         options.threads,
         &|report| {
             if verbose || !report.passed() {
+                let migrations = if report.migrations == (0, 0) {
+                    String::new()
+                } else {
+                    format!(
+                        ", {} slot migrations ({} failed attempts)",
+                        report.migrations.0, report.migrations.1
+                    )
+                };
                 println!(
-                    "seed {}: {} ({} operations, {} unknown, limiter {}/{} admitted, blocking pops {}/{} served, {} faults, hash {:016x})",
+                    "seed {}: {} ({} operations, {} unknown, limiter {}/{} admitted, blocking pops {}/{} served, {} faults{migrations}, hash {:016x})",
                     report.seed,
                     if report.passed() { "ok" } else { "FAILED" },
                     report.operations,
@@ -120,8 +128,16 @@ fn run(options: Options) -> ExitCode {
         }
         println!("  reproduce: {}", config.reproduce());
     }
+    let migrations = if summary.migrations == (0, 0) {
+        String::new()
+    } else {
+        format!(
+            ", {} slot migrations ({} failed attempts, rolled forward)",
+            summary.migrations.0, summary.migrations.1
+        )
+    };
     println!(
-        "\n{} seeds from {}: {} passed, {} failed; {} operations ({} unknown outcome), {} faults; {:.2} simulated hours in {:.1}s wall",
+        "\n{} seeds from {}: {} passed, {} failed; {} operations ({} unknown outcome), {} faults{migrations}; {:.2} simulated hours in {:.1}s wall",
         summary.seeds,
         options.from,
         summary.seeds as usize - summary.failures.len(),
