@@ -137,7 +137,11 @@ impl ShardGroup {
             state_machine.set_observer(observer);
         }
         let state = state_machine.state();
-        let network = NetworkFactory::new(client, options.group);
+        let network = NetworkFactory::new(
+            client,
+            options.group,
+            Duration::from_millis(options.election_timeout_min_ms),
+        );
         let raft = Raft::new(options.node_id, config, network, log.clone(), state_machine)
             .await
             .map_err(|error| io::Error::other(error.to_string()))?;

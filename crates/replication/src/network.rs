@@ -47,11 +47,18 @@ pub struct SnapshotHeader {
 pub struct NetworkFactory {
     client: RpcClient,
     group: GroupId,
+    append_deadline: Duration,
 }
 
 impl NetworkFactory {
-    pub fn new(client: RpcClient, group: GroupId) -> Self {
-        NetworkFactory { client, group }
+    /// `append_deadline`: the least time an AppendEntries call (heartbeats
+    /// included) is given; see [`PeerLink::append_entries`].
+    pub fn new(client: RpcClient, group: GroupId, append_deadline: Duration) -> Self {
+        NetworkFactory {
+            client,
+            group,
+            append_deadline,
+        }
     }
 }
 
@@ -64,6 +71,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             group: self.group,
             target,
             addr: node.raft.clone(),
+            append_deadline: self.append_deadline,
         }
     }
 }
@@ -75,6 +83,7 @@ pub struct PeerLink {
     #[allow(dead_code)]
     target: NodeId,
     addr: String,
+    append_deadline: Duration,
 }
 
 impl PeerLink {
@@ -116,8 +125,14 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
         request: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(RpcKind::AppendEntries, &request, option.hard_ttl())
-            .await
+        // openraft gives an append the heartbeat interval (50 ms), but a
+        // follower answers only once the entries are on its disk: one slow
+        // fsync on a busy machine made every append time out and be sent
+        // again, and the group stopped committing for seconds. A slow peer
+        // now only slows its own stream; a dead one is still given up on
+        // well within an election timeout, and leases count from the send.
+        let deadline = option.hard_ttl().max(self.append_deadline);
+        self.call(RpcKind::AppendEntries, &request, deadline).await
     }
 
     async fn vote(

@@ -53,12 +53,12 @@ fn simulated_micros() -> u64 {
 struct SimListener(turmoil::net::TcpListener);
 
 impl node::server::Listener for SimListener {
-    type Stream = turmoil::net::TcpStream;
+    type Stream = crate::net::Tracked;
 
     async fn accept(&self) -> io::Result<(Self::Stream, SocketAddr, Option<SocketAddr>)> {
         let (stream, peer) = self.0.accept().await?;
         let local = stream.local_addr().ok();
-        Ok((stream, peer, local))
+        Ok((crate::net::Tracked::new(stream)?, peer, local))
     }
 
     fn local_port(&self) -> Option<u16> {
@@ -300,7 +300,7 @@ impl RespClient {
 /// `node::resp_client::Dialer`).
 fn simulated_dial(address: String) -> DialFuture {
     Box::pin(async move {
-        let stream = turmoil::net::TcpStream::connect(address).await?;
+        let stream = crate::net::Tracked::new(turmoil::net::TcpStream::connect(address).await?)?;
         Ok(Box::new(stream) as Box<dyn node::resp_client::CallStream>)
     })
 }

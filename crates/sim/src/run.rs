@@ -549,7 +549,7 @@ impl Host<'_, '_> {
                 }
                 crash_waits.remove(&node);
                 groups.remove(node);
-                sim.crash(host_name(node));
+                crate::net::crash(sim, &host_name(node));
                 down.push(node);
                 let damage = disks.get(&node).map(|disk| disk.crash(rng, true));
                 return Some(format!("{event:?} {damage:?}"));
