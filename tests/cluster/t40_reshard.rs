@@ -367,3 +367,45 @@ fn exec_in_a_frozen_slot_answers_one_tryagain() {
         ])
     );
 }
+
+/// A migration rolled forward freezes its source again after the source
+/// already dropped the slot: the slot stays dropped, and a read of one of its
+/// keys there answers TRYAGAIN, not nil from a keyspace that no longer holds
+/// it (found by the cluster simulation, seed 123).
+#[test]
+fn freezing_a_dropped_slot_again_keeps_it_dropped() {
+    use crate::t70_router::{leader_of, read_replies, tag_for_slot};
+    use slotraft_tests::support::Raw;
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let key = format!("{{{}}}k", tag_for_slot(0));
+    let tryagain =
+        resp::Frame::Error("TRYAGAIN Multiple keys request during rehashing of slot".into());
+    for _ in 0..50 {
+        let leader = leader_of(&cluster, 0);
+        let mut raw = Raw::connect(cluster.members[leader].port);
+        let commands: [&[&[u8]]; 5] = [
+            &[b"SET", key.as_bytes(), b"1"],
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"1"],
+            &[b"SLOTRAFT", b"DROP-SLOT", b"1", b"0"],
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"1"],
+            &[b"GET", key.as_bytes()],
+        ];
+        for command in commands {
+            raw.command(command);
+        }
+        let replies = read_replies(&mut raw, 5);
+        if replies[..4]
+            .iter()
+            .any(|reply| matches!(reply, resp::Frame::Error(_)))
+        {
+            // Leadership moved under the test: the slot may be in any state
+            // on the old leader; start over there.
+            raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        assert_eq!(replies[4], tryagain, "{replies:?}");
+        return;
+    }
+    panic!("slot 0's leader never held still");
+}

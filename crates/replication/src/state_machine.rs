@@ -203,6 +203,17 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 _ => None,
             };
             for slot in slots {
+                // A slot this shard already dropped stays dropped when frozen
+                // again: a migration rolled forward (its ownership change
+                // lost) freezes its source once more, and a frozen slot serves
+                // reads, from a keyspace that no longer holds the keys (a GET
+                // answered nil, found by the cluster simulation, seed 123).
+                // Opening it (state 0) still serves it again.
+                if wanted == Some(keyspace::SlotState::Frozen)
+                    && state.keyspace.slot_state(*slot) == Some(keyspace::SlotState::Gone)
+                {
+                    continue;
+                }
                 state.keyspace.set_slot_state(*slot, wanted);
             }
             Response {
