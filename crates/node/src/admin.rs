@@ -504,6 +504,7 @@ async fn copy_slots(
     let mut after = Bytes::new();
     let mut moved = 0;
     let mut importing: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
+    let mut latest_time = 0i64;
     loop {
         let reply = shard_step(
             source,
@@ -526,6 +527,7 @@ async fn copy_slots(
         else {
             bail!("unexpected EXPORT reply");
         };
+        latest_time = latest_time.max(source_time.max(0));
         if items.is_empty() {
             break;
         }
@@ -568,6 +570,23 @@ async fn copy_slots(
     if let Some(last) = importing {
         last.await??;
     }
+    // The target's time reaches the latest time the source exported at, even
+    // when nothing (or nothing more) was copied: a key the export skipped as
+    // expired must not be alive on the target's clock (a limiter's window
+    // lost its admissions, found by the cluster simulation, seed 924).
+    let time = latest_time.to_string();
+    shard_step(
+        target,
+        &[
+            b"SLOTRAFT",
+            b"IMPORT",
+            to_text.as_bytes(),
+            list.as_bytes(),
+            time.as_bytes(),
+        ],
+        "moving the target's time",
+    )
+    .await?;
     Ok(moved)
 }
 

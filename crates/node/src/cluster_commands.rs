@@ -247,8 +247,9 @@ const EXPORT_BYTES: usize = 4 << 20;
 /// (a comma-separated list, walked in its order) after the key `after` (""
 /// from the start), each as [key, expire-at-ms or -1, DUMP payload], read
 /// linearizably on the shard's leader; fewer once the payloads reach
-/// [`EXPORT_BYTES`]. The reply is [the shard's log time, items]; no items
-/// means done.
+/// [`EXPORT_BYTES`]. The reply is [the time the export read at (never
+/// behind the shard's log time; keys expired by then are skipped), items];
+/// no items means done.
 async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     use openraft::raft::linearizable_read::LinearizerOption;
     let (Some(shard), Some(slots), Some(count)) = (
@@ -292,8 +293,7 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         None => 0,
     };
     let mut state = replication::state_machine::lock(&replica.group.state);
-    let log_time_ms = state.log_time_ms;
-    let now_ms = clock::unix_ms().max(log_time_ms);
+    let now_ms = clock::unix_ms().max(state.log_time_ms);
     let mut keys = Vec::new();
     let mut cursor = after;
     while position < slots.len() && keys.len() < count {
@@ -343,7 +343,7 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         }
     }
     Frame::Array(vec![
-        Frame::Integer(log_time_ms.min(i64::MAX as u64) as i64),
+        Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
         Frame::Array(items),
     ])
 }
@@ -351,8 +351,10 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
 /// SLOTRAFT IMPORT shard slots source-time key expire-at dump [key expire-at
 /// dump ...]: restores the keys (replacing, with their absolute expiry)
 /// through the shard's log on its leader, in an entry no older than
-/// `source-time` (the exporting shard's log time). Every key must belong to
-/// one of the slots.
+/// `source-time` (the time the export read at). Every key must belong to one
+/// of the slots. With no keys it only moves the shard's log time up to
+/// `source-time`: the admin's last IMPORT of a slot, so that keys the
+/// export found expired are expired here too, however few were copied.
 async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     let (Some(shard), Some(slots), Some(source_time)) = (
         number(&arguments[2]),
@@ -365,7 +367,7 @@ async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     if !items.len().is_multiple_of(3) {
         return Frame::error("ERR wrong number of arguments for 'slotraft|import' command");
     }
-    if items.is_empty() {
+    if items.is_empty() && source_time == 0 {
         return Frame::Integer(0);
     }
     let replica = match node.leading_shard(shard) {
