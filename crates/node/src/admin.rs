@@ -731,7 +731,13 @@ pub async fn check(address: &str) -> anyhow::Result<()> {
         for problem in &problems {
             say!("[ERR] {problem}");
         }
-        bail!("{} problem(s) found", problems.len())
+        // The problems again in the error, for callers that print no
+        // progress (a simulation's report).
+        bail!(
+            "{} problem(s) found: {}",
+            problems.len(),
+            problems.join("; ")
+        )
     }
 }
 
