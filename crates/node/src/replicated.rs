@@ -411,7 +411,7 @@ async fn run(
                         }
                         continue;
                     }
-                    let (mut replies, block) = match propose_watched(
+                    let (mut replies, block) = propose_watched(
                         replica,
                         session.db,
                         session.protocol,
@@ -420,12 +420,7 @@ async fn run(
                         out_of_memory,
                     )
                     .await
-                    {
-                        Proposed::Replies(replies, block) => (replies, block),
-                        Proposed::NotRun(replies) => (replies, None),
-                        // Nothing was watched, so nothing can abort.
-                        Proposed::Aborted => (Vec::new(), None),
-                    };
+                    .unwatched();
                     if let (Some(block), Some((arguments, spec))) = (block, last) {
                         let timeout_reply = replies.pop().unwrap_or(Frame::NullArray);
                         for reply in replies {
@@ -508,31 +503,20 @@ async fn propose_run(
             let reply = if spec.has(flags::DENYOOM) {
                 Frame::error(keyspace::evict::OOM)
             } else {
-                match propose_watched(
-                    replica,
-                    db,
-                    protocol,
-                    vec![(arguments, spec)],
-                    Vec::new(),
-                    true,
-                )
-                .await
-                {
-                    Proposed::Replies(replies, _) | Proposed::NotRun(replies) => {
-                        replies.into_iter().next().unwrap_or(Frame::Null)
-                    }
-                    Proposed::Aborted => Frame::NullArray,
-                }
+                let run = vec![(arguments, spec)];
+                let (replies, _) = propose_watched(replica, db, protocol, run, Vec::new(), true)
+                    .await
+                    .unwatched();
+                replies.into_iter().next().unwrap_or(Frame::Null)
             };
             replies.push(reply);
         }
         return replies;
     }
-    match propose_watched(replica, db, protocol, run, Vec::new(), out_of_memory).await {
-        Proposed::Replies(replies, _) | Proposed::NotRun(replies) => replies,
-        // Nothing was watched, so nothing can abort.
-        Proposed::Aborted => Vec::new(),
-    }
+    propose_watched(replica, db, protocol, run, Vec::new(), out_of_memory)
+        .await
+        .unwatched()
+        .0
 }
 
 /// SCRIPT LOAD/FLUSH, the FUNCTION writes (keyless changes of a shard's
@@ -946,12 +930,9 @@ pub async fn propose(
     protocol: Protocol,
     run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
 ) -> (Vec<Frame>, Option<keyspace::BlockOn>) {
-    match propose_watched(replica, db, protocol, run, Vec::new(), false).await {
-        Proposed::Replies(replies, block) => (replies, block),
-        Proposed::NotRun(replies) => (replies, None),
-        // Nothing was watched, so nothing can abort.
-        Proposed::Aborted => (Vec::new(), None),
-    }
+    propose_watched(replica, db, protocol, run, Vec::new(), false)
+        .await
+        .unwatched()
 }
 
 /// What a proposal came back with.
@@ -965,6 +946,19 @@ pub enum Proposed {
     /// far as the client can tell), never as an array of errors, which would
     /// read as a transaction that ran and whose commands all failed.
     NotRun(Vec<Frame>),
+}
+
+impl Proposed {
+    /// A proposal that watched nothing: one reply per command (the errors
+    /// when it did not run), and what a blocking last command waits for.
+    fn unwatched(self) -> (Vec<Frame>, Option<keyspace::BlockOn>) {
+        match self {
+            Proposed::Replies(replies, block) => (replies, block),
+            Proposed::NotRun(replies) => (replies, None),
+            // Nothing was watched, so nothing can abort.
+            Proposed::Aborted => (Vec::new(), None),
+        }
+    }
 }
 
 /// [`propose`] with WATCHed keys checked when the entry applies, and
@@ -989,7 +983,7 @@ pub async fn propose_at(
     run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
     min_now_ms: u64,
 ) -> Vec<Frame> {
-    match propose_entry(
+    propose_entry(
         replica,
         0,
         Protocol::Resp2,
@@ -999,11 +993,8 @@ pub async fn propose_at(
         min_now_ms,
     )
     .await
-    {
-        Proposed::Replies(replies, _) | Proposed::NotRun(replies) => replies,
-        // Nothing was watched, so nothing can abort.
-        Proposed::Aborted => Vec::new(),
-    }
+    .unwatched()
+    .0
 }
 
 async fn propose_entry(
