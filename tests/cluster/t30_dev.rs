@@ -7,10 +7,17 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A base port with `count` free ports after it, for client and Raft ports.
+/// A base port with `count` free ports after it, for client and Raft ports:
+/// between 20000 and 31999, below the kernel's ephemeral range (where an
+/// outgoing connection could take a port between the check and the bind)
+/// and above the ports other tests pick (`free_ports`, 10000-19999).
 fn free_run(count: u16) -> u16 {
     for attempt in 0..200u32 {
-        let base = 20_000 + ((std::process::id() * 7919 + attempt * 104_729) % 20_000) as u16;
+        let span = 12_000 - u32::from(count);
+        let mix = std::process::id()
+            .wrapping_mul(7919)
+            .wrapping_add(attempt.wrapping_mul(104_729));
+        let base = 20_000 + (mix % span) as u16;
         let free = (0..count).all(|offset| TcpListener::bind(("127.0.0.1", base + offset)).is_ok());
         if free {
             return base;
