@@ -54,6 +54,15 @@ pub struct Leader {
     pub term: u64,
 }
 
+impl Leader {
+    /// True when this leadership came after `other`: a later term, or the
+    /// same term and a higher node id (a vote for a higher node id in one
+    /// term supersedes a vote for a lower one).
+    pub fn succeeds(&self, other: &Leader) -> bool {
+        (self.term, self.node) > (other.term, other.node)
+    }
+}
+
 /// A slot moving from one shard to another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Migration {
@@ -537,9 +546,11 @@ impl Topology {
     }
 
     /// Records that `node` leads `shard` in `term`. Leader reports are frequent
-    /// and are not configuration changes, so the epoch is NOT bumped. A report
-    /// with an older term than the recorded one leaves the topology unchanged;
-    /// two different leaders in one term are refused.
+    /// and are not configuration changes, so the epoch is NOT bumped. Raft
+    /// leaderships are ordered by (term, node): one term may see several
+    /// leaders one after another, each with a higher node id than the last
+    /// (openraft's default leader ids), so a report that precedes the
+    /// recorded leadership in that order leaves the topology unchanged.
     pub fn with_leader(&self, shard: u64, node: u64, term: u64) -> Result<Topology, String> {
         let info = self
             .shards
@@ -549,17 +560,15 @@ impl Topology {
             return Err(format!("node {node} is not a replica of shard {shard}"));
         }
         let mut next = self.clone();
-        match self.leaders.get(&shard) {
-            Some(current) if term < current.term => return Ok(next),
-            Some(current) if term == current.term && current.node != node => {
-                return Err(format!(
-                    "shard {shard} already has leader {} in term {term}, not {node}",
-                    current.node
-                ));
-            }
-            _ => {}
+        let reported = Leader { node, term };
+        if self
+            .leaders
+            .get(&shard)
+            .is_some_and(|current| !reported.succeeds(current))
+        {
+            return Ok(next);
         }
-        next.leaders.insert(shard, Leader { node, term });
+        next.leaders.insert(shard, reported);
         Ok(next)
     }
 

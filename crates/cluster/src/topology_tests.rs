@@ -448,10 +448,18 @@ fn leaders_move_forward_without_epoch() {
     assert_eq!(stale, moved);
     let same = moved.with_leader(1, 3, 5).unwrap();
     assert_eq!(same, moved);
-    assert!(moved
-        .with_leader(1, 2, 5)
-        .unwrap_err()
-        .contains("already has leader 3"));
+    // One term, two leaders in turn: the higher node id came later.
+    assert_eq!(moved.with_leader(1, 2, 5).unwrap(), moved);
+    assert_eq!(
+        moved
+            .with_leader(1, 2, 5)
+            .unwrap()
+            .with_leader(1, 3, 5)
+            .unwrap(),
+        moved
+    );
+    let lower = topology.with_leader(1, 2, 5).unwrap();
+    assert_eq!(lower.with_leader(1, 3, 5).unwrap().leader_of(1), Some(3));
     assert_eq!(moved.with_leader(1, 2, 6).unwrap().leader_of(1), Some(2));
     assert!(topology.with_leader(9, 1, 1).is_err());
     let four = create(nodes(4), 1, 3);

@@ -142,7 +142,10 @@ pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
                 Frame::Bulk(record) => parse_record(&record),
                 _ => None,
             };
-            if known.is_some_and(|known| known.term >= *term) {
+            // Leaderships are ordered by (term, node): a term may see a
+            // second leader with a higher node id (openraft's default
+            // leader ids), which supersedes the first.
+            if known.is_some_and(|known| (known.term, known.node) >= (*term, *node)) {
                 return Frame::Integer(0);
             }
             let record = format!("{node} {term}");
@@ -213,15 +216,18 @@ mod tests {
     }
 
     #[test]
-    fn leaders_only_move_forward_in_term() {
+    fn leaders_only_move_forward_in_term_then_node() {
         let mut state = state();
-        assert_eq!(lead(&mut state, 3, 1, 5), Frame::Integer(1));
+        assert_eq!(lead(&mut state, 3, 2, 5), Frame::Integer(1));
         assert_eq!(lead(&mut state, 4, 2, 1), Frame::Integer(1));
-        assert_eq!(lead(&mut state, 3, 2, 4), Frame::Integer(0));
+        assert_eq!(lead(&mut state, 3, 3, 4), Frame::Integer(0));
+        assert_eq!(lead(&mut state, 3, 1, 5), Frame::Integer(0));
         assert_eq!(lead(&mut state, 3, 2, 5), Frame::Integer(0));
-        assert_eq!(lead(&mut state, 3, 3, 6), Frame::Integer(1));
+        // A second leader of term 5, elected after node 2's leadership.
+        assert_eq!(lead(&mut state, 3, 3, 5), Frame::Integer(1));
+        assert_eq!(lead(&mut state, 3, 1, 6), Frame::Integer(1));
         let leaders = leaders(&mut state);
-        assert_eq!(leaders[&3], LeaderRecord { node: 3, term: 6 });
+        assert_eq!(leaders[&3], LeaderRecord { node: 1, term: 6 });
         assert_eq!(leaders[&4], LeaderRecord { node: 2, term: 1 });
     }
 }

@@ -754,38 +754,10 @@ async fn drive(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !membership.is_idle() || !all_voters(groups, &nodes, config) {
         if tokio::time::Instant::now() > deadline {
-            let mut states = Vec::new();
-            for (group, handles) in groups.all() {
-                let all = nodes.clone();
-                let state = handles
-                    .leader_among(&all)
-                    .and_then(|id| handles.get(id))
-                    .map(|leader| format!("{:?}", leader.metrics().membership_config));
-                let replicas: Vec<String> = all
-                    .iter()
-                    .filter_map(|id| handles.get(*id))
-                    .map(|group| {
-                        let metrics = group.metrics();
-                        format!(
-                            "node{} {:?} term {} leader {:?} vote {} last log {:?} committed {:?}",
-                            group.node_id,
-                            metrics.state,
-                            metrics.current_term,
-                            metrics.current_leader,
-                            metrics.vote,
-                            metrics.last_log_index,
-                            metrics.local_committed.map(|id| id.index)
-                        )
-                    })
-                    .collect();
-                states.push(format!(
-                    "group {group}: leader's membership: {state:?}; replicas: {replicas:?}"
-                ));
-            }
             return Err(format!(
                 "the replicas did not all become voters again after healing (changes pending: {}; {})",
                 !membership.is_idle(),
-                states.join("; ")
+                group_states(groups, &nodes)
             ));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -802,7 +774,9 @@ async fn drive(
     }
     let digest = digests.join("; ");
     if cluster {
-        check_cluster().await?;
+        check_cluster()
+            .await
+            .map_err(|error| format!("{error}; {}", group_states(groups, &nodes)))?;
     }
     // The final reads are never mutated.
     let mut reader = new_client(1_000);
@@ -986,6 +960,40 @@ async fn finish_migrations(nodes: &[u64], log: &Migrations) -> Result<(), String
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Every group's replicas as their Raft metrics show them, for a failure's
+/// message.
+fn group_states(groups: &Groups, nodes: &[u64]) -> String {
+    let mut states = Vec::new();
+    for (group, handles) in groups.all() {
+        let all = nodes.to_vec();
+        let state = handles
+            .leader_among(&all)
+            .and_then(|id| handles.get(id))
+            .map(|leader| format!("{:?}", leader.metrics().membership_config));
+        let replicas: Vec<String> = all
+            .iter()
+            .filter_map(|id| handles.get(*id))
+            .map(|group| {
+                let metrics = group.metrics();
+                format!(
+                    "node{} {:?} term {} leader {:?} vote {} last log {:?} committed {:?}",
+                    group.node_id,
+                    metrics.state,
+                    metrics.current_term,
+                    metrics.current_leader,
+                    metrics.vote,
+                    metrics.last_log_index,
+                    metrics.local_committed.map(|id| id.index)
+                )
+            })
+            .collect();
+        states.push(format!(
+            "group {group}: leader's membership: {state:?}; replicas: {replicas:?}"
+        ));
+    }
+    states.join("; ")
 }
 
 /// The admin's `check` after healing: one topology everywhere, every slot

@@ -142,6 +142,17 @@ fn seed_39_on_the_cluster_time_does_not_go_back_for_a_moved_key() {
     assert!(report.passed(), "seed 39 on the cluster: {report:?}");
 }
 
+/// A shard's second leader of one Raft term (openraft orders leaders by term,
+/// then node id) had its leadership report refused by the metadata group,
+/// which kept the first one: every node but the leaders' own sent that
+/// shard's clients MOVED to a follower for as long as the term lasted. Found
+/// by the 4,000-seed cluster sweep (the admin's check after healing).
+#[test]
+fn seed_2506_on_the_cluster_a_later_leader_of_one_term_is_recorded() {
+    let report = run(&Config::on_cluster(2506));
+    assert!(report.passed(), "seed 2506 on the cluster: {report:?}");
+}
+
 /// Reads sent with READONLY to whichever node the client is connected to,
 /// followers included, and taken as linearizable: the node's own follower
 /// read path, which the checkers must flag.
