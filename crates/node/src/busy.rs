@@ -7,11 +7,11 @@
 //! `busy-reply-threshold`, the watchdog marks it busy and waiting batches are
 //! answered BUSY instead, except for the commands Redis allows then.
 //!
-//! The board ([`crate::server::script_activity`]) is one per process: a long
+//! The board ([`crate::local::NodeLocal::scripts`]) is one per node: a long
 //! script in one shard makes the node's other shards wait too.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use keyspace::command::{flags, Handler};
@@ -19,7 +19,7 @@ use keyspace::commands;
 use resp::{encode, Frame, RequestParser};
 
 use crate::connection::Flow;
-use crate::server::{script_activity, Shared};
+use crate::server::Shared;
 use crate::session::{self, Session};
 
 /// How often waiting connections and the watchdog look at the board.
@@ -27,8 +27,7 @@ const POLL: Duration = Duration::from_millis(1);
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(20);
 
 /// Waits while a script runs; true when the run is busy (past the threshold).
-pub async fn wait_for_scripts() -> bool {
-    let activity = script_activity();
+pub async fn wait_for_scripts(activity: &keyspace::ScriptActivity) -> bool {
     loop {
         if activity.current_run().is_none() {
             return false;
@@ -40,28 +39,21 @@ pub async fn wait_for_scripts() -> bool {
     }
 }
 
-/// The run the watchdog watches and when it first saw it (FUNCTION STATS
-/// reports the duration from there).
-static WATCHED_RUN: std::sync::Mutex<Option<(u64, Instant)>> = std::sync::Mutex::new(None);
-
-fn watched_run() -> std::sync::MutexGuard<'static, Option<(u64, Instant)>> {
-    WATCHED_RUN.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Marks a run busy once it has lasted `busy-reply-threshold` milliseconds.
 pub async fn watchdog(shared: Arc<Shared>) {
-    let activity = script_activity();
+    let local = &shared.local;
+    let activity = &local.scripts;
     loop {
         tokio::time::sleep(WATCHDOG_PERIOD).await;
         let Some(run) = activity.current_run() else {
-            *watched_run() = None;
+            *local.watched_run() = None;
             continue;
         };
-        let seen = *watched_run();
+        let seen = *local.watched_run();
         let started = match seen {
             Some((previous, started)) if previous == run => started,
             _ => {
-                *watched_run() = Some((run, Instant::now()));
+                *local.watched_run() = Some((run, tokio::time::Instant::now()));
                 continue;
             }
         };
@@ -96,8 +88,8 @@ pub fn answer_busy(
         };
         let reply = match commands::resolve(&arguments) {
             Err(error) => error,
-            Ok(spec) if spec.name == "function|stats" && script_activity().is_function() => {
-                function_stats()
+            Ok(spec) if spec.name == "function|stats" && shared.local.scripts.is_function() => {
+                function_stats(&shared.local)
             }
             Ok(spec) if spec.has(flags::ALLOW_BUSY) && matches!(spec.handler, Handler::Node) => {
                 let (reply, flow) = session::execute(shared, session, spec, &arguments);
@@ -109,7 +101,7 @@ pub fn answer_busy(
                 }
                 continue;
             }
-            Ok(_) => Frame::error(busy_error()),
+            Ok(_) => Frame::error(busy_error(&shared.local.scripts)),
         };
         session.reply(output, &reply);
     }
@@ -118,11 +110,13 @@ pub fn answer_busy(
 /// FUNCTION STATS while a function is busy: the running function (name, its
 /// FCALL, how long it has run) and the engine's counts, as Redis answers.
 /// While a script (EVAL) is busy it gets BUSY, as in Redis.
-fn function_stats() -> Frame {
-    let Some(function) = script_activity().running_function() else {
-        return Frame::error(busy_error());
+fn function_stats(local: &crate::local::NodeLocal) -> Frame {
+    let Some(function) = local.scripts.running_function() else {
+        return Frame::error(busy_error(&local.scripts));
     };
-    let duration_ms = watched_run().map_or(0, |(_, started)| started.elapsed().as_millis());
+    let duration_ms = local
+        .watched_run()
+        .map_or(0, |(_, started)| started.elapsed().as_millis());
     let text = |value: &'static str| Frame::bulk(value);
     Frame::Map(vec![
         (
@@ -160,8 +154,8 @@ fn function_stats() -> Frame {
 
 /// The BUSY reply: it names the command that stops the run (SCRIPT KILL for
 /// a script, FUNCTION KILL for a function).
-fn busy_error() -> &'static str {
-    if script_activity().is_function() {
+fn busy_error(activity: &keyspace::ScriptActivity) -> &'static str {
+    if activity.is_function() {
         scripting::BUSY_FUNCTION
     } else {
         scripting::BUSY
@@ -170,8 +164,7 @@ fn busy_error() -> &'static str {
 
 /// SCRIPT KILL (`function_kill` false) and FUNCTION KILL: each stops only
 /// its kind of run, as in Redis; the other kind answers BUSY.
-pub fn kill(function_kill: bool) -> Frame {
-    let activity = script_activity();
+pub fn kill(activity: &keyspace::ScriptActivity, function_kill: bool) -> Frame {
     if activity.current_run().is_none() {
         return Frame::error(scripting::NOTBUSY);
     }
@@ -184,7 +177,7 @@ pub fn kill(function_kill: bool) -> Frame {
         );
     }
     if activity.is_function() != function_kill {
-        return Frame::error(busy_error());
+        return Frame::error(busy_error(activity));
     }
     activity.request_kill();
     Frame::OK

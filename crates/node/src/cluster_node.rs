@@ -15,6 +15,7 @@
 use crate::blocking::Blocking;
 use crate::clock;
 use crate::config::Config;
+use crate::local::NodeLocal;
 use crate::replica::{self, GroupSpec, Replica};
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
@@ -110,6 +111,8 @@ struct State {
 
 pub struct ClusterNode {
     pub identity: Identity,
+    /// The node's Pub/Sub, script board and forwarder, shared by its shards.
+    pub local: Arc<NodeLocal>,
     config: Config,
     keyspace_config: KeyspaceConfig,
     dir: PathBuf,
@@ -139,7 +142,7 @@ pub enum Target {
 impl ClusterNode {
     pub async fn start(
         config: &Config,
-        keyspace_config: KeyspaceConfig,
+        local: Arc<NodeLocal>,
         raft_listener: TcpListener,
         shutdown: watch::Receiver<bool>,
         seed: u64,
@@ -148,7 +151,7 @@ impl ClusterNode {
         replica::serve_raft(raft_listener, registry.clone(), shutdown.clone());
         ClusterNode::start_with(
             config,
-            keyspace_config,
+            local,
             registry,
             rpc::RpcClient::new(rpc::ClientOptions::default()),
             replica::LogSetup::default(),
@@ -163,7 +166,7 @@ impl ClusterNode {
     /// log as `log` says (a simulation's network and disk).
     pub async fn start_with(
         config: &Config,
-        keyspace_config: KeyspaceConfig,
+        local: Arc<NodeLocal>,
         registry: Arc<Registry>,
         client: rpc::RpcClient,
         log: replica::LogSetup,
@@ -173,7 +176,10 @@ impl ClusterNode {
         let dir = Path::new(config.dir()).join("cluster");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let identity = Identity::load_or_create(&dir, config.node_id(), seed)?;
+        let mut keyspace_config = KeyspaceConfig::default();
+        crate::server::apply_config_to(config, &mut keyspace_config, &local);
         let node = Arc::new(ClusterNode {
+            local,
             identity,
             config: config.clone(),
             keyspace_config,
@@ -485,6 +491,7 @@ impl ClusterNode {
                 template,
                 founder,
                 log: self.log.clone(),
+                local: self.local.clone(),
             },
             &self.config,
             &self.registry,

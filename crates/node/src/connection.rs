@@ -137,7 +137,10 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
         }
     }
     let _ = stream.shutdown().await;
-    shared.pubsub.forget(client.id, &session.subscriptions);
+    shared
+        .local
+        .pubsub
+        .forget(client.id, &session.subscriptions);
     shared.clients.unregister(client.id);
 }
 
@@ -146,13 +149,13 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
 pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspace) {
     let calls = keyspace.take_script_calls();
     if !calls.is_empty() {
-        crate::pubsub::feed_script_calls(&shared.pubsub, calls);
+        crate::pubsub::feed_script_calls(&shared.local.pubsub, calls);
     }
     let published = keyspace.take_published();
     if !published.is_empty() {
         crate::pubsub::deliver_script_messages(
-            &shared.pubsub,
-            shared.forwarder.as_ref(),
+            &shared.local.pubsub,
+            shared.local.forwarder(),
             published,
         );
     }
@@ -162,7 +165,7 @@ pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspac
     }
     let events = keyspace.take_events();
     if !events.is_empty() {
-        crate::pubsub::publish_events(&shared.pubsub, flags, events);
+        crate::pubsub::publish_events(&shared.local.pubsub, flags, events);
     }
 }
 
@@ -194,7 +197,7 @@ async fn process(
     output: &mut BytesMut,
 ) -> Flow {
     use crate::replicated::{process_input as replicated, Route};
-    if crate::busy::wait_for_scripts().await {
+    if crate::busy::wait_for_scripts(&shared.local.scripts).await {
         return crate::busy::answer_busy(shared, session, parser, input, output);
     }
     match (&shared.replica, &shared.cluster) {
@@ -557,7 +560,7 @@ fn exec<'a>(
                     in_script: false,
                 };
                 if spec.group == "scripting" {
-                    store.keyspace.record_script_calls = shared.pubsub.monitoring();
+                    store.keyspace.record_script_calls = shared.local.pubsub.monitoring();
                 }
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(&arguments) {
                     replication::runtime::long_running(|| {
@@ -703,7 +706,7 @@ fn execute_request<'a>(
                 in_script: false,
             };
             if spec.group == "scripting" {
-                store.keyspace.record_script_calls = shared.pubsub.monitoring();
+                store.keyspace.record_script_calls = shared.local.pubsub.monitoring();
             }
             let reply =
                 if spec.group == "scripting" && store.keyspace.script_may_run_long(arguments) {

@@ -252,11 +252,16 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                 &mut out,
                 "pubsub_channels",
                 &shared
+                    .local
                     .pubsub
                     .active(crate::pubsub::Kind::Channel, None)
                     .len(),
             );
-            line(&mut out, "pubsub_patterns", &shared.pubsub.pattern_count());
+            line(
+                &mut out,
+                "pubsub_patterns",
+                &shared.local.pubsub.pattern_count(),
+            );
             line(&mut out, "pubsubshard_channels", &0);
         }
         "replication" => {

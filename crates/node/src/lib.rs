@@ -15,6 +15,7 @@ pub mod connection;
 pub mod dev;
 pub mod evict;
 pub mod info;
+pub mod local;
 pub mod pubsub;
 pub mod replica;
 pub mod replicated;

@@ -5,7 +5,9 @@
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use config::Config;
-use node::{admin, alloc, clock, cluster_node, config, dev, replica, resp_client, router, server};
+use node::{
+    admin, alloc, clock, cluster_node, config, dev, local, replica, resp_client, router, server,
+};
 use std::io::Read;
 use std::sync::Arc;
 
@@ -348,12 +350,10 @@ fn run_node(config: Config) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("binding {raft_address}"))?;
             tracing::info!(raft = %raft_listener.local_addr()?, "raft listener bound");
-            let mut keyspace_config = keyspace::KeyspaceConfig::default();
-            server::apply_config_to(&config, &mut keyspace_config);
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let node = cluster_node::ClusterNode::start(
                 &config,
-                keyspace_config,
+                local::NodeLocal::new(),
                 raft_listener,
                 stopped,
                 random_seed(),
@@ -375,12 +375,10 @@ fn run_node(config: Config) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("binding {raft_address}"))?;
             tracing::info!(raft = %raft_listener.local_addr()?, "raft listener bound");
-            let mut keyspace_config = keyspace::KeyspaceConfig::default();
-            server::apply_config_to(&config, &mut keyspace_config);
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let replica = replica::start(
                 &config,
-                keyspace_config,
+                local::NodeLocal::new(),
                 raft_listener,
                 stopped,
                 random_seed(),

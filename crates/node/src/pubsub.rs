@@ -286,31 +286,6 @@ pub struct PubSub {
     limits: Mutex<OutputLimits>,
 }
 
-/// The process's subscriptions: shared by the connections and by the shard
-/// replicas that publish keyspace events.
-pub fn registry() -> Arc<PubSub> {
-    static REGISTRY: std::sync::OnceLock<Arc<PubSub>> = std::sync::OnceLock::new();
-    REGISTRY
-        .get_or_init(|| {
-            let pubsub = PubSub::default();
-            pubsub.set_limits(OutputLimits::parse(""));
-            Arc::new(pubsub)
-        })
-        .clone()
-}
-
-/// The cluster node's forwarder, for messages published outside a client's
-/// request (scripts applied from the log); set once by a cluster node.
-static PROCESS_FORWARDER: std::sync::OnceLock<Forwarder> = std::sync::OnceLock::new();
-
-pub fn set_process_forwarder(forwarder: Forwarder) {
-    let _ = PROCESS_FORWARDER.set(forwarder);
-}
-
-pub fn process_forwarder() -> Option<&'static Forwarder> {
-    PROCESS_FORWARDER.get()
-}
-
 /// Delivers what scripts published to this node's subscribers and, through
 /// `forwarder`, the other nodes' (as PUBLISH and SPUBLISH do).
 pub fn deliver_script_messages(
@@ -635,7 +610,7 @@ pub fn subscription_command(
         }
         for channel in names {
             if session.subscriptions.set(kind).remove(&channel) {
-                shared.pubsub.unsubscribe(kind, &channel, client);
+                shared.local.pubsub.unsubscribe(kind, &channel, client);
             }
             replies.push(Frame::Push(vec![
                 Frame::bulk(name.to_string()),
@@ -654,7 +629,7 @@ pub fn subscription_command(
             .clone();
         for channel in &arguments[1..] {
             if session.subscriptions.set(kind).insert(channel.clone()) {
-                shared.pubsub.subscribe(kind, channel, &subscriber);
+                shared.local.pubsub.subscribe(kind, channel, &subscriber);
             }
             replies.push(Frame::Push(vec![
                 Frame::bulk(name.to_string()),
@@ -675,42 +650,51 @@ pub fn publish_command(
     arguments: &[Bytes],
     deliveries: Option<&mut Deliveries>,
 ) -> Frame {
-    let limits = shared.pubsub.limits();
+    let limits = shared.local.pubsub.limits();
     match spec.name {
         "spublish" => {
             if let Some(refusal) = shard_channel_refusal(shared, spec, arguments) {
                 return refusal;
             }
             let received = shared
+                .local
                 .pubsub
                 .publish_shard(&arguments[1], &arguments[2], limits);
             // The shard's other replicas may have subscribers too (a client
             // may SSUBSCRIBE on any of them, or stay on a former leader).
-            if let Some(forwarder) = &shared.forwarder {
+            if let Some(forwarder) = shared.local.forwarder() {
                 forwarder.forward_shard(&arguments[1], &arguments[2]);
             }
             Frame::Integer(received as i64)
         }
         "slotraft|publish-local" => {
-            let received = shared.pubsub.publish(&arguments[2], &arguments[3], limits);
+            let received = shared
+                .local
+                .pubsub
+                .publish(&arguments[2], &arguments[3], limits);
             Frame::Integer(received as i64)
         }
         "slotraft|spublish-local" => {
             let received = shared
+                .local
                 .pubsub
                 .publish_shard(&arguments[2], &arguments[3], limits);
             Frame::Integer(received as i64)
         }
         _ => {
             let received = match deliveries {
-                Some(deliveries) => {
-                    shared
-                        .pubsub
-                        .publish_held(&arguments[1], &arguments[2], limits, deliveries)
-                }
-                None => shared.pubsub.publish(&arguments[1], &arguments[2], limits),
+                Some(deliveries) => shared.local.pubsub.publish_held(
+                    &arguments[1],
+                    &arguments[2],
+                    limits,
+                    deliveries,
+                ),
+                None => shared
+                    .local
+                    .pubsub
+                    .publish(&arguments[1], &arguments[2], limits),
             };
-            if let Some(forwarder) = &shared.forwarder {
+            if let Some(forwarder) = shared.local.forwarder() {
                 forwarder.forward(&arguments[1], &arguments[2]);
             }
             Frame::Integer(received as i64)
@@ -747,6 +731,7 @@ pub fn introspect(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes]) -> F
         }
         Frame::Array(
             shared
+                .local
                 .pubsub
                 .active(kind, arguments.get(2).map(|pattern| &pattern[..]))
                 .into_iter()
@@ -761,7 +746,7 @@ pub fn introspect(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes]) -> F
                 .map(|channel| {
                     (
                         Frame::Bulk(channel.clone()),
-                        Frame::Integer(shared.pubsub.count(kind, channel) as i64),
+                        Frame::Integer(shared.local.pubsub.count(kind, channel) as i64),
                     )
                 })
                 .collect(),
@@ -772,7 +757,7 @@ pub fn introspect(shared: &Shared, spec: &CommandSpec, arguments: &[Bytes]) -> F
         "pubsub|shardchannels" => list(Kind::ShardChannel),
         "pubsub|numsub" => counts(Kind::Channel),
         "pubsub|shardnumsub" => counts(Kind::ShardChannel),
-        "pubsub|numpat" => Frame::Integer(shared.pubsub.pattern_count() as i64),
+        "pubsub|numpat" => Frame::Integer(shared.local.pubsub.pattern_count() as i64),
         _ => Frame::Array(
             PUBSUB_HELP
                 .iter()

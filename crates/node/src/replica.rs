@@ -8,9 +8,10 @@
 use crate::blocking::Blocking;
 use crate::clock;
 use crate::config::Config;
+use crate::local::NodeLocal;
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
-use keyspace::{Keyspace, KeyspaceConfig};
+use keyspace::Keyspace;
 use replication::group::{GroupOptions, Registry, ShardGroup};
 use replication::log_store::fs::{Fs, StdFs};
 use replication::log_store::WriterMode;
@@ -30,6 +31,8 @@ pub struct Replica {
     pub members: BTreeMap<NodeId, NodeAddr>,
     /// Clients blocked on this replica (it leads, or did when they blocked).
     pub blocking: Arc<Blocking>,
+    /// The node's Pub/Sub, script board and forwarder.
+    pub local: Arc<NodeLocal>,
     ready: Arc<ReadyKeys>,
     /// Set when the replica stops (its node shuts down, or the replica is
     /// closed); its background tasks end then.
@@ -62,10 +65,11 @@ impl Replica {
 const MAX_PENDING_READY: usize = 1 << 16;
 
 /// Keys that received elements in applied entries, for the blocked-client task.
-#[derive(Default)]
 struct ReadyKeys {
     pending: std::sync::Mutex<ReadyState>,
     notify: Notify,
+    /// Where keyspace events and what scripts publish are delivered.
+    local: Arc<NodeLocal>,
 }
 
 #[derive(Default)]
@@ -93,17 +97,17 @@ impl ApplyObserver for ReadyKeys {
     }
 
     fn events(&self, flags: u32, events: Vec<keyspace::notify::Event>) {
-        crate::pubsub::publish_events(&crate::pubsub::registry(), flags, events);
+        crate::pubsub::publish_events(&self.local.pubsub, flags, events);
     }
 
     fn script_calls(&self, calls: Vec<(usize, Vec<Bytes>)>) {
-        crate::pubsub::feed_script_calls(&crate::pubsub::registry(), calls);
+        crate::pubsub::feed_script_calls(&self.local.pubsub, calls);
     }
 
     fn published(&self, messages: Vec<keyspace::Published>) {
         crate::pubsub::deliver_script_messages(
-            &crate::pubsub::registry(),
-            crate::pubsub::process_forwarder(),
+            &self.local.pubsub,
+            self.local.forwarder(),
             messages,
         );
     }
@@ -153,7 +157,7 @@ pub fn group_hash_seed(group: GroupId) -> u64 {
 /// the group on first start.
 pub async fn start(
     config: &Config,
-    keyspace_config: KeyspaceConfig,
+    local: Arc<NodeLocal>,
     raft_listener: TcpListener,
     shutdown: tokio::sync::watch::Receiver<bool>,
     seed: u64,
@@ -163,7 +167,7 @@ pub async fn start(
     let client = rpc::RpcClient::new(rpc::ClientOptions::default());
     start_with(
         config,
-        keyspace_config,
+        local,
         &registry,
         client,
         LogSetup::default(),
@@ -195,7 +199,7 @@ impl Default for LogSetup {
 /// `registry`), peers reached through `client`, and the log as `log` says.
 pub async fn start_with(
     config: &Config,
-    keyspace_config: KeyspaceConfig,
+    local: Arc<NodeLocal>,
     registry: &Arc<Registry>,
     client: rpc::RpcClient,
     log: LogSetup,
@@ -209,7 +213,7 @@ pub async fn start_with(
     }
     let template = {
         let mut keyspace = Keyspace::new(config.databases(), group_hash_seed(1));
-        keyspace.config = keyspace_config;
+        crate::server::apply_config_to(config, &mut keyspace.config, &local);
         keyspace.config.replicated = true;
         keyspace
     };
@@ -222,6 +226,7 @@ pub async fn start_with(
             template,
             founder: None,
             log,
+            local,
         },
         config,
         registry,
@@ -261,6 +266,7 @@ pub struct GroupSpec {
     /// leads it first); the lowest id when not given.
     pub founder: Option<NodeId>,
     pub log: LogSetup,
+    pub local: Arc<NodeLocal>,
 }
 
 /// Opens this node's replica of a group, registers it for incoming RPCs,
@@ -283,6 +289,7 @@ pub async fn open(
         template,
         founder,
         log,
+        local,
     } = spec;
     let mut options = GroupOptions::new(node_id, group_id, dir, template);
     options.fsync = config.raft_fsync();
@@ -294,7 +301,11 @@ pub async fn open(
     options.seed = seed;
     options.log_writer = log.writer;
     options.log_fs = log.fs;
-    let ready = Arc::new(ReadyKeys::default());
+    let ready = Arc::new(ReadyKeys {
+        pending: Default::default(),
+        notify: Notify::new(),
+        local: local.clone(),
+    });
     let group = ShardGroup::open(options, client, Some(ready.clone()))
         .await
         .with_context(|| format!("opening group {group_id}"))?;
@@ -325,6 +336,7 @@ pub async fn open(
         group,
         members,
         blocking,
+        local,
         ready,
         stop,
     });

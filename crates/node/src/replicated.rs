@@ -269,7 +269,14 @@ async fn run(
                         Target::Unsharded => {
                             let mut store = shared.store();
                             let now_ms = clock::unix_ms();
-                            let reply = read(&mut store, now_ms, session, spec, &arguments);
+                            let reply = read(
+                                &shared.local.pubsub,
+                                &mut store,
+                                now_ms,
+                                session,
+                                spec,
+                                &arguments,
+                            );
                             session.reply(output, &reply);
                             continue;
                         }
@@ -288,7 +295,14 @@ async fn run(
                                 // run under one lock of the applied state.
                                 let mut state = lock_off_worker(&replica.group.state);
                                 let now_ms = clock::unix_ms().max(state.log_time_ms);
-                                let reply = read(&mut state, now_ms, session, spec, &arguments);
+                                let reply = read(
+                                    &shared.local.pubsub,
+                                    &mut state,
+                                    now_ms,
+                                    session,
+                                    spec,
+                                    &arguments,
+                                );
                                 session.reply(output, &reply);
                                 while let Some((arguments, Ok(next))) = requests.peek() {
                                     if !matches!(next.handler, Handler::Keyspace(_))
@@ -307,7 +321,14 @@ async fn run(
                                     };
                                     session.note_command(next.name);
                                     session::feed_monitors(shared, session, next, &arguments);
-                                    let reply = read(&mut state, now_ms, session, next, &arguments);
+                                    let reply = read(
+                                        &shared.local.pubsub,
+                                        &mut state,
+                                        now_ms,
+                                        session,
+                                        next,
+                                        &arguments,
+                                    );
                                     session.reply(output, &reply);
                                 }
                             }
@@ -315,7 +336,14 @@ async fn run(
                                 let reply = refusal.reply(spec, &arguments).unwrap_or_else(|| {
                                     let mut state = lock_off_worker(&replica.group.state);
                                     let now_ms = clock::unix_ms().max(state.log_time_ms);
-                                    read(&mut state, now_ms, session, spec, &arguments)
+                                    read(
+                                        &shared.local.pubsub,
+                                        &mut state,
+                                        now_ms,
+                                        session,
+                                        spec,
+                                        &arguments,
+                                    )
                                 });
                                 session.reply(output, &reply);
                             }
@@ -567,7 +595,14 @@ async fn read_every_led_shard(
     let run = |replica: &Replica, arguments: &[Bytes]| {
         let mut state = lock_off_worker(&replica.group.state);
         let now_ms = clock::unix_ms().max(state.log_time_ms);
-        read(&mut state, now_ms, session, spec, arguments)
+        read(
+            &node.local.pubsub,
+            &mut state,
+            now_ms,
+            session,
+            spec,
+            arguments,
+        )
     };
     let checked = |replica: Arc<Replica>| async move {
         match check_read(&replica, session).await {
@@ -825,7 +860,16 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
         let now_ms = clock::unix_ms();
         let replies: Vec<Frame> = keyspace_commands
             .iter()
-            .map(|(arguments, spec)| read(&mut shared.store(), now_ms, session, spec, arguments))
+            .map(|(arguments, spec)| {
+                read(
+                    &shared.local.pubsub,
+                    &mut shared.store(),
+                    now_ms,
+                    session,
+                    spec,
+                    arguments,
+                )
+            })
             .collect();
         keyspace_replies = replies.into_iter();
     }
@@ -898,6 +942,7 @@ async fn watch(route: Route<'_>, session: &mut Session, arguments: &[Bytes]) -> 
 
 /// Runs a read-only command against the applied state without changing it.
 fn read(
+    pubsub: &crate::pubsub::PubSub,
     state: &mut ShardState,
     now_ms: u64,
     session: &Session,
@@ -908,15 +953,12 @@ fn read(
     // entry, so nothing else collects them).
     let scripting = spec.group == "scripting";
     if scripting {
-        state.keyspace.record_script_calls = crate::pubsub::registry().monitoring();
+        state.keyspace.record_script_calls = pubsub.monitoring();
     }
     let reply =
         replication::serve::read(state, now_ms, session.db, session.protocol, spec, arguments);
     if scripting {
-        crate::pubsub::feed_script_calls(
-            &crate::pubsub::registry(),
-            state.keyspace.take_script_calls(),
-        );
+        crate::pubsub::feed_script_calls(pubsub, state.keyspace.take_script_calls());
     }
     reply
 }
@@ -1019,7 +1061,7 @@ async fn propose_entry(
         let mut state = lock_off_worker(&replica.group.state);
         if run.iter().any(|(_, spec)| spec.group == "scripting") {
             // The leader's apply records what the scripts run, for MONITOR.
-            state.keyspace.record_script_calls = crate::pubsub::registry().monitoring();
+            state.keyspace.record_script_calls = replica.local.pubsub.monitoring();
         }
         (
             state.rng.next_u64(),

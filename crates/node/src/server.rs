@@ -8,6 +8,7 @@ use crate::clock;
 use crate::cluster_node::ClusterNode;
 use crate::config::Config;
 use crate::connection;
+use crate::local::NodeLocal;
 use crate::replica::Replica;
 use keyspace::{Keyspace, KeyspaceConfig, Rng};
 use replication::state_machine::{ShardState, SharedState};
@@ -52,19 +53,22 @@ pub struct Shared {
     pub active_expire_enabled: AtomicBool,
     /// The port actually bound (the configured one may be 0).
     pub bound_port: AtomicU64,
-    /// This node's Pub/Sub subscriptions.
-    pub pubsub: Arc<crate::pubsub::PubSub>,
-    /// A cluster node's forwarding of PUBLISH to the other nodes.
-    pub forwarder: Option<crate::pubsub::Forwarder>,
+    /// What this node shares among its shards: Pub/Sub subscriptions, the
+    /// script board, a cluster node's PUBLISH forwarder.
+    pub local: Arc<NodeLocal>,
     shutdown: watch::Sender<bool>,
 }
 
 impl Shared {
     /// A standalone node's shared state.
     pub fn new(config: Config, seed: u64) -> Arc<Shared> {
+        Self::standalone(config, seed, NodeLocal::new())
+    }
+
+    fn standalone(config: Config, seed: u64, local: Arc<NodeLocal>) -> Arc<Shared> {
         let mut rng = Rng::new(seed);
         let mut keyspace = Keyspace::new(config.databases(), rng.next_u64());
-        apply_keyspace_config(&config, &mut keyspace);
+        apply_keyspace_config(&config, &mut keyspace, &local);
         let store = Arc::new(Mutex::new(ShardState {
             keyspace,
             last_applied: None,
@@ -72,22 +76,29 @@ impl Shared {
             log_time_ms: 0,
             rng: Rng::new(rng.next_u64()),
         }));
-        Self::with_store(config, &mut rng, store, None)
+        Self::with_store(config, &mut rng, store, None, local)
     }
 
     /// A replica's shared state: the keyspace is the group's state machine.
     pub fn replicated(config: Config, seed: u64, replica: Arc<Replica>) -> Arc<Shared> {
         let mut rng = Rng::new(seed);
         let store = replica.group.state.clone();
-        Self::with_store(config, &mut rng, store, Some(replica))
+        let local = replica.local.clone();
+        Self::with_store(config, &mut rng, store, Some(replica), local)
     }
 
     /// A cluster node's shared state. Keyspace commands are routed to its shard
     /// replicas; the standalone store only backs node-level commands.
     pub fn clustered(config: Config, seed: u64, node: Arc<ClusterNode>) -> Arc<Shared> {
-        let standalone = Shared::new(config.clone(), seed);
+        let standalone = Shared::standalone(config.clone(), seed, node.local.clone());
         let mut rng = Rng::new(seed ^ 0xc1u64);
-        let shared = Self::with_store(config, &mut rng, standalone.store.clone(), None);
+        let shared = Self::with_store(
+            config,
+            &mut rng,
+            standalone.store.clone(),
+            None,
+            node.local.clone(),
+        );
         let mut shared = Arc::try_unwrap(shared).unwrap_or_else(|_| unreachable!("fresh Arc"));
         shared.blocking = node.blocking.clone();
         let peers = node.clone();
@@ -105,8 +116,7 @@ impl Shared {
                 })
                 .unwrap_or_default()
         });
-        crate::pubsub::set_process_forwarder(forwarder.clone());
-        shared.forwarder = Some(forwarder);
+        node.local.set_forwarder(forwarder);
         shared.cluster = Some(node);
         Arc::new(shared)
     }
@@ -116,6 +126,7 @@ impl Shared {
         rng: &mut Rng,
         store: SharedState,
         replica: Option<Arc<Replica>>,
+        local: Arc<NodeLocal>,
     ) -> Arc<Shared> {
         let run_id = (0..40)
             .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
@@ -137,8 +148,7 @@ impl Shared {
             run_id,
             active_expire_enabled: AtomicBool::new(true),
             bound_port: AtomicU64::new(0),
-            pubsub: crate::pubsub::registry(),
-            forwarder: None,
+            local,
             shutdown,
         })
     }
@@ -176,12 +186,12 @@ impl Shared {
 
 /// Pushes the keyspace-relevant parameters into the keyspace (after start-up and
 /// every CONFIG SET).
-pub fn apply_keyspace_config(config: &Config, keyspace: &mut Keyspace) {
-    apply_config_to(config, &mut keyspace.config);
+pub fn apply_keyspace_config(config: &Config, keyspace: &mut Keyspace, local: &NodeLocal) {
+    apply_config_to(config, &mut keyspace.config, local);
 }
 
 /// The keyspace's share of the configuration.
-pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig) {
+pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig, local: &NodeLocal) {
     keyspace.max_string_bytes = config.proto_max_bulk_len();
     keyspace.lfu = config.lfu_policy();
     keyspace.lfu_log_factor = config.lfu_log_factor();
@@ -191,20 +201,12 @@ pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig) {
     keyspace.notify_flags =
         keyspace::notify::parse_flags(config.get("notify-keyspace-events").unwrap_or_default())
             .unwrap_or(0);
-    crate::pubsub::registry().set_limits(crate::pubsub::OutputLimits::parse(
+    local.pubsub.set_limits(crate::pubsub::OutputLimits::parse(
         config.get("client-output-buffer-limit").unwrap_or_default(),
     ));
     if keyspace.scripting.is_none() {
-        keyspace.scripting = Some(scripting::setup(script_activity()));
+        keyspace.scripting = Some(scripting::setup(local.scripts.clone()));
     }
-}
-
-/// The board where this process's script runs are recorded: one per process,
-/// shared by every keyspace the node holds (see `crate::busy`).
-pub fn script_activity() -> Arc<keyspace::ScriptActivity> {
-    static ACTIVITY: std::sync::OnceLock<Arc<keyspace::ScriptActivity>> =
-        std::sync::OnceLock::new();
-    ACTIVITY.get_or_init(keyspace::ScriptActivity::new).clone()
 }
 
 /// Where client connections come from: a TCP listener, or a simulated one.
@@ -319,7 +321,7 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
         }
         // A running script holds the keyspace; waiting for it would hold a
         // worker thread (see `crate::busy`).
-        if script_activity().current_run().is_some() {
+        if shared.local.scripts.current_run().is_some() {
             continue;
         }
         let mut store = shared.store();

@@ -252,6 +252,7 @@ pub fn execute(
         }
         "reset" => {
             shared
+                .local
                 .pubsub
                 .forget(session.client.id, &session.subscriptions);
             session.subscriptions = Default::default();
@@ -275,7 +276,7 @@ pub fn execute(
                 .clone();
             if !session.subscriptions.monitor {
                 session.subscriptions.monitor = true;
-                shared.pubsub.add_monitor(&subscriber);
+                shared.local.pubsub.add_monitor(&subscriber);
             }
             Frame::OK
         }
@@ -309,8 +310,8 @@ pub fn execute(
             crate::pubsub::publish_command(shared, spec, arguments, Some(&mut session.deliveries))
         }
         name if name.starts_with("pubsub|") => crate::pubsub::introspect(shared, spec, arguments),
-        "script|kill" => crate::busy::kill(false),
-        "function|kill" => crate::busy::kill(true),
+        "script|kill" => crate::busy::kill(&shared.local.scripts, false),
+        "function|kill" => crate::busy::kill(&shared.local.scripts, true),
         "shutdown" => return shutdown(shared, arguments),
         "debug" => debug(shared, session, arguments),
         "config|get" => config_get(shared, arguments),
@@ -368,7 +369,7 @@ fn feed_monitor_line(
     spec: &CommandSpec,
     arguments: &[Bytes],
 ) {
-    if !shared.pubsub.monitoring() || spec.name.starts_with("slotraft") {
+    if !shared.local.pubsub.monitoring() || spec.name.starts_with("slotraft") {
         return;
     }
     if spec.has(keyspace::command::flags::SKIP_MONITOR) && !is_script_call(spec) {
@@ -380,7 +381,7 @@ fn feed_monitor_line(
         &session.client.peer.to_string(),
         arguments,
     );
-    shared.pubsub.feed_monitors(line);
+    shared.local.pubsub.feed_monitors(line);
 }
 
 /// What MONITOR is to show of an EXEC about to run: the database and the
@@ -392,7 +393,7 @@ pub struct ExecForMonitors {
 }
 
 pub fn exec_for_monitors(shared: &Shared, session: &Session) -> Option<ExecForMonitors> {
-    if !shared.pubsub.monitoring() {
+    if !shared.local.pubsub.monitoring() {
         return None;
     }
     Some(ExecForMonitors {
@@ -641,11 +642,11 @@ fn config_set(shared: &Shared, arguments: &[Bytes]) -> Frame {
     }
     let config = config.clone();
     crate::resp_client::set_password(config.requirepass());
-    apply_keyspace_config(&config, &mut shared.store().keyspace);
+    apply_keyspace_config(&config, &mut shared.store().keyspace, &shared.local);
     if let Some(node) = &shared.cluster {
         for replica in node.local_shards() {
             let mut state = replication::state_machine::lock(&replica.group.state);
-            apply_keyspace_config(&config, &mut state.keyspace);
+            apply_keyspace_config(&config, &mut state.keyspace, &shared.local);
         }
     }
     Frame::OK

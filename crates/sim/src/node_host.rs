@@ -118,13 +118,11 @@ pub fn add_nodes_with(
 }
 
 /// What every simulated node starts from: its configuration (`options` as
-/// `--name value` pairs, applied at startup), the keyspace configuration
-/// that follows from it, and its Raft side: the RPC server on
+/// `--name value` pairs, applied at startup) and its Raft side: the RPC server on
 /// [`RAFT_PORT`] serving `registry`, a client over the simulated network, and
 /// the log written by a task on `disk` (the real file system without one).
 struct NodeSetup {
     config: node::config::Config,
-    keyspace_config: keyspace::KeyspaceConfig,
     registry: Arc<Registry>,
     client: rpc::RpcClient,
     log: node::replica::LogSetup,
@@ -143,8 +141,6 @@ impl NodeSetup {
             config.set_startup(name, value)?;
         }
         std::fs::create_dir_all(dir)?;
-        let mut keyspace_config = keyspace::KeyspaceConfig::default();
-        node::server::apply_config_to(&config, &mut keyspace_config);
         let registry = Registry::new();
         let raft_listener = turmoil::net::TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
         tokio::spawn(rpc::serve_with_incoming(
@@ -166,7 +162,6 @@ impl NodeSetup {
         };
         Ok(NodeSetup {
             config,
-            keyspace_config,
             registry,
             client,
             log,
@@ -217,7 +212,7 @@ impl NodeHost {
         let (_stop, stopped) = tokio::sync::watch::channel(false);
         let replica = node::replica::start_with(
             &setup.config,
-            setup.keyspace_config,
+            node::local::NodeLocal::new(),
             &setup.registry,
             setup.client,
             setup.log,
@@ -443,7 +438,7 @@ impl ClusterHost {
         let (_stop, stopped) = tokio::sync::watch::channel(false);
         let cluster = node::cluster_node::ClusterNode::start_with(
             &setup.config,
-            setup.keyspace_config,
+            node::local::NodeLocal::new(),
             setup.registry,
             setup.client,
             setup.log,

@@ -1,0 +1,51 @@
+//! What one node keeps to itself and shares among the shards it hosts: its
+//! Pub/Sub subscriptions, the board its script runs are recorded on (see
+//! `crate::busy`), and on a cluster node the forwarder that carries PUBLISH
+//! to the other nodes.
+//!
+//! One per node, not one per process: a simulation runs several nodes, and
+//! several simulations side by side, in one process, and none of them may
+//! see another's subscribers or wait for another's scripts.
+
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::pubsub::{Forwarder, OutputLimits, PubSub};
+
+pub struct NodeLocal {
+    pub pubsub: Arc<PubSub>,
+    pub scripts: Arc<keyspace::ScriptActivity>,
+    /// The run the busy watchdog watches and when it first saw it (FUNCTION
+    /// STATS reports the duration from there).
+    watched_run: Mutex<Option<(u64, tokio::time::Instant)>>,
+    forwarder: OnceLock<Forwarder>,
+}
+
+impl NodeLocal {
+    pub fn new() -> Arc<NodeLocal> {
+        let pubsub = PubSub::default();
+        pubsub.set_limits(OutputLimits::parse(""));
+        Arc::new(NodeLocal {
+            pubsub: Arc::new(pubsub),
+            scripts: keyspace::ScriptActivity::new(),
+            watched_run: Mutex::new(None),
+            forwarder: OnceLock::new(),
+        })
+    }
+
+    /// The run the busy watchdog watches, and since when.
+    pub fn watched_run(&self) -> MutexGuard<'_, Option<(u64, tokio::time::Instant)>> {
+        self.watched_run
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Sets the cluster node's forwarder (once; later calls are ignored).
+    pub fn set_forwarder(&self, forwarder: Forwarder) {
+        let _ = self.forwarder.set(forwarder);
+    }
+
+    /// The cluster node's forwarder, if this node is one.
+    pub fn forwarder(&self) -> Option<&Forwarder> {
+        self.forwarder.get()
+    }
+}
