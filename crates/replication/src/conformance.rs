@@ -31,8 +31,13 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, Scratch> for Builder {
             .await
             .map_err(|error| StorageError::write(TypeConfig::err_from_error(&error)))?;
         let template = Keyspace::new(16, 0x5eed);
-        let state_machine = StateMachine::open(&dir.0.join("snapshot"), template, 1)
-            .map_err(|error| StorageError::write(TypeConfig::err_from_error(&error)))?;
+        let state_machine = StateMachine::open(
+            &dir.0.join("snapshot"),
+            self.log_options.fs.clone(),
+            template,
+            1,
+        )
+        .map_err(|error| StorageError::write(TypeConfig::err_from_error(&error)))?;
         Ok((dir, log, state_machine))
     }
 }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::log_store::fs::Fs;
 use crate::types::LogId;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -104,6 +105,8 @@ pub struct ShardGroup {
     pub state: SharedState,
     pub log: LogStore,
     snapshot_dir: PathBuf,
+    /// The disk the log and the snapshots are on.
+    fs: Arc<dyn Fs>,
     /// The term (plus one; 0 for none) in which this replica handed its
     /// leadership over: in that term its lease no longer vouches for reads
     /// (the target is elected at once, without waiting for the lease to run
@@ -131,8 +134,12 @@ impl ShardGroup {
         };
         let log = LogStore::open(&options.dir.join("log"), log_options).await?;
         let snapshot_dir = options.dir.join("snapshot");
-        let mut state_machine =
-            StateMachine::open(&snapshot_dir, options.keyspace.clone(), options.seed)?;
+        let mut state_machine = StateMachine::open(
+            &snapshot_dir,
+            options.log_fs.clone(),
+            options.keyspace.clone(),
+            options.seed,
+        )?;
         if let Some(observer) = observer {
             state_machine.set_observer(observer);
         }
@@ -152,6 +159,7 @@ impl ShardGroup {
             state,
             log,
             snapshot_dir,
+            fs: options.log_fs.clone(),
             handed_over_in: Arc::default(),
             last_append_ms: Arc::default(),
             opened_at: tokio::time::Instant::now(),
@@ -332,14 +340,17 @@ impl RaftHandler for Registry {
             codec::decode(&header).map_err(|error| format!("bad snapshot header: {error}"))?;
         let tag = self.incoming.fetch_add(1, Ordering::Relaxed);
         let path = StateMachine::incoming_path(&group.snapshot_dir, tag);
-        let received = receive_file(&path, &mut chunks).await;
+        let received = receive_file(group.fs.as_ref(), &path, &mut chunks).await;
         if let Err(error) = received {
-            let _ = std::fs::remove_file(&path);
+            let _ = group.fs.remove(&path);
             return Err(format!("receiving snapshot: {error}"));
         }
         let snapshot = openraft::Snapshot {
             meta: header.meta,
-            snapshot: SnapshotFile { path: path.clone() },
+            snapshot: SnapshotFile {
+                path: path.clone(),
+                fs: group.fs.clone(),
+            },
         };
         let result = group
             .raft
@@ -347,20 +358,19 @@ impl RaftHandler for Registry {
             .await
             .map_err(|error| error.to_string());
         // Installed snapshots are renamed into place; anything left is stale.
-        let _ = std::fs::remove_file(&path);
+        let _ = group.fs.remove(&path);
         Ok(reply(result))
     }
 }
 
-async fn receive_file(path: &Path, chunks: &mut IncomingChunks) -> io::Result<()> {
+async fn receive_file(fs: &dyn Fs, path: &Path, chunks: &mut IncomingChunks) -> io::Result<()> {
     use std::io::Write;
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut file = crate::state_machine::create_file(fs, path)?;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|error| io::Error::other(error.to_string()))?;
         file.write_all(&chunk)?;
     }
-    let file = file.into_inner().map_err(|error| error.into_error())?;
-    file.sync_all()
+    crate::state_machine::finish_file(file)
 }
 
 /// Starts an election, after a Pre-Vote round, as soon as a follower's lease

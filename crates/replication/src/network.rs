@@ -180,8 +180,9 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
         // The header carries the metadata of the file actually sent, which is
         // newer than `snapshot.meta` if a build replaced the file since openraft
         // read it; the receiver refuses a file offered under other metadata.
-        let (meta, file) = open_snapshot_file(&snapshot.snapshot.path)
-            .map_err(|error| StreamingError::Network(NetworkError::new(&error)))?;
+        let (meta, file) =
+            open_snapshot_file(snapshot.snapshot.fs.as_ref(), &snapshot.snapshot.path)
+                .map_err(|error| StreamingError::Network(NetworkError::new(&error)))?;
         let header = Bytes::from(codec::encode(&SnapshotHeader { vote, meta }));
         let chunks = file_chunks(file);
         // A snapshot can be large: allow it well beyond a heartbeat's deadline.
@@ -205,7 +206,7 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
 }
 
 /// Streams a file in [`SNAPSHOT_CHUNK_BYTES`] chunks.
-fn file_chunks(file: std::fs::File) -> rpc::ChunkStream {
+fn file_chunks(file: Box<dyn Read + Send>) -> rpc::ChunkStream {
     let stream = futures_util::stream::unfold(Some(file), |file| async move {
         let mut file = file?;
         let mut buffer = vec![0u8; SNAPSHOT_CHUNK_BYTES];

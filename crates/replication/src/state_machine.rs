@@ -18,8 +18,7 @@
 //! +--------------------------------------------------------------------------------+
 //! ```
 
-use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
@@ -30,6 +29,7 @@ use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::EntryPayload;
 use resp::Frame;
 
+use crate::log_store::fs::{AppendFile, Fs};
 use crate::types::{LogId, Op, Request, Response, SnapshotMeta, StoredMembership, TypeConfig};
 
 /// The first snapshot format: metadata only.
@@ -95,10 +95,21 @@ pub trait ApplyObserver: Send + Sync + 'static {
     fn script_calls(&self, _calls: Vec<(usize, Vec<Bytes>)>) {}
 }
 
-/// A snapshot as openraft moves it around: a file on local disk.
-#[derive(Debug, Clone)]
+/// A snapshot as openraft moves it around: a file on the replica's disk
+/// (the real one, or a simulation's, through the [`Fs`] seam).
+#[derive(Clone)]
 pub struct SnapshotFile {
     pub path: PathBuf,
+    pub fs: Arc<dyn Fs>,
+}
+
+impl std::fmt::Debug for SnapshotFile {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SnapshotFile")
+            .field("path", &self.path)
+            .finish()
+    }
 }
 
 /// The openraft state machine over a [`SharedState`].
@@ -107,6 +118,7 @@ pub struct StateMachine {
     /// An empty keyspace with the group's hash seed and configuration.
     template: Keyspace,
     dir: PathBuf,
+    fs: Arc<dyn Fs>,
     current: Option<(SnapshotMeta, PathBuf)>,
     observer: Option<Arc<dyn ApplyObserver>>,
 }
@@ -114,12 +126,18 @@ pub struct StateMachine {
 impl StateMachine {
     /// Opens the state machine whose snapshots live in `dir`, loading the newest
     /// snapshot found there (if any).
-    pub fn open(dir: &Path, template: Keyspace, rng_seed: u64) -> io::Result<StateMachine> {
-        std::fs::create_dir_all(dir)?;
+    pub fn open(
+        dir: &Path,
+        fs: Arc<dyn Fs>,
+        template: Keyspace,
+        rng_seed: u64,
+    ) -> io::Result<StateMachine> {
+        fs.create_dir_all(dir)?;
         let current_path = dir.join("current.snap");
         let rng = Rng::new(rng_seed);
-        let (state, current) = if current_path.exists() {
-            let (meta, log_time_ms, keyspace) = read_snapshot_file(&current_path, &template)?;
+        let (state, current) = if fs.exists(&current_path) {
+            let (meta, log_time_ms, keyspace) =
+                read_snapshot_file(fs.as_ref(), &current_path, &template)?;
             let state = ShardState {
                 keyspace,
                 last_applied: meta.last_log_id,
@@ -139,16 +157,16 @@ impl StateMachine {
             (state, None)
         };
         // Leftovers of an interrupted build or install.
-        for entry in std::fs::read_dir(dir)?.flatten() {
-            let name = entry.file_name();
-            if name.to_string_lossy().ends_with(".tmp") {
-                let _ = std::fs::remove_file(entry.path());
+        for path in fs.list(dir)? {
+            if path.to_string_lossy().ends_with(".tmp") {
+                let _ = fs.remove(&path);
             }
         }
         Ok(StateMachine {
             state: Arc::new(Mutex::new(state)),
             template,
             dir: dir.to_path_buf(),
+            fs,
             current,
             observer: None,
         })
@@ -399,6 +417,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             },
             log_time_ms: state.log_time_ms,
             dir: self.dir.clone(),
+            fs: self.fs.clone(),
         }
     }
 
@@ -408,7 +427,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: SnapshotFile,
     ) -> Result<(), io::Error> {
         let (file_meta, log_time_ms, keyspace) =
-            read_snapshot_file(&snapshot.path, &self.template)?;
+            read_snapshot_file(snapshot.fs.as_ref(), &snapshot.path, &self.template)?;
         // The file says what it holds. Installing it under other metadata (say,
         // a newer snapshot file sent with an older snapshot's metadata) would
         // set `last_applied` behind the keyspace and re-apply entries.
@@ -421,16 +440,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let current = self.dir.join("current.snap");
         if snapshot.path != current {
             if snapshot.path.parent() == Some(self.dir.as_path()) {
-                std::fs::rename(&snapshot.path, &current)?;
+                self.fs.rename(&snapshot.path, &current)?;
             } else {
                 // A file outside this directory belongs to someone else (and may
                 // be on another file system): copy it, never take it.
                 let tmp = self.dir.join("install.tmp");
-                std::fs::copy(&snapshot.path, &tmp)?;
-                File::open(&tmp)?.sync_all()?;
-                std::fs::rename(&tmp, &current)?;
+                let mut source = snapshot.fs.open_read(&snapshot.path)?;
+                let mut out = create_file(self.fs.as_ref(), &tmp)?;
+                io::copy(&mut source, &mut out)?;
+                finish_file(out)?;
+                self.fs.rename(&tmp, &current)?;
             }
-            sync_dir(&self.dir)?;
+            self.fs.sync_dir(&self.dir)?;
         }
         {
             let mut state = lock_off_worker(&self.state);
@@ -450,14 +471,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<Option<openraft::alias::SnapshotOf<TypeConfig, SnapshotFile>>, io::Error> {
         // A builder may have produced a newer file since; the file is authoritative.
         let current = self.dir.join("current.snap");
-        if !current.exists() {
+        if !self.fs.exists(&current) {
             return Ok(None);
         }
-        let (meta, _) = read_meta(&mut BufReader::new(File::open(&current)?))?;
+        let (meta, _) = read_meta(&mut self.fs.open_read(&current)?)?;
         self.current = Some((meta.clone(), current.clone()));
         Ok(Some(openraft::Snapshot {
             meta,
-            snapshot: SnapshotFile { path: current },
+            snapshot: SnapshotFile {
+                path: current,
+                fs: self.fs.clone(),
+            },
         }))
     }
 }
@@ -468,6 +492,7 @@ pub struct SnapshotBuilder {
     meta: SnapshotMeta,
     log_time_ms: u64,
     dir: PathBuf,
+    fs: Arc<dyn Fs>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -482,34 +507,66 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .ok_or_else(|| io::Error::other("snapshot builder used twice"))?;
         let index = self.meta.last_log_id.map(|id| id.index).unwrap_or(0);
         let tmp = self.dir.join(format!("build-{index}.tmp"));
-        write_snapshot_file(&tmp, &self.meta, self.log_time_ms, &keyspace)?;
+        let fs = self.fs.as_ref();
+        write_snapshot_file(fs, &tmp, &self.meta, self.log_time_ms, &keyspace)?;
         let current = self.dir.join("current.snap");
-        std::fs::rename(&tmp, &current)?;
-        sync_dir(&self.dir)?;
+        fs.rename(&tmp, &current)?;
+        fs.sync_dir(&self.dir)?;
         Ok(openraft::Snapshot {
             meta: self.meta.clone(),
-            snapshot: SnapshotFile { path: current },
+            snapshot: SnapshotFile {
+                path: current,
+                fs: self.fs.clone(),
+            },
         })
     }
 }
 
 /// Writes a complete snapshot file and fsyncs it.
 pub fn write_snapshot_file(
+    fs: &dyn Fs,
     path: &Path,
     meta: &SnapshotMeta,
     log_time_ms: u64,
     keyspace: &Keyspace,
 ) -> io::Result<()> {
-    let file = File::create(path)?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut out = create_file(fs, path)?;
     let meta_bytes = crate::codec::encode(&(meta, log_time_ms));
     out.write_all(META_MAGIC_V2)?;
     out.write_all(&(meta_bytes.len() as u32).to_le_bytes())?;
     out.write_all(&meta_bytes)?;
     out.write_all(&crc32fast::hash(&meta_bytes).to_le_bytes())?;
     keyspace::snapshot::write_snapshot(keyspace, &mut out)?;
-    let file = out.into_inner().map_err(|error| error.into_error())?;
-    file.sync_all()
+    finish_file(out)
+}
+
+/// A file written from its start (`path` replaced if it exists), buffered.
+pub fn create_file(fs: &dyn Fs, path: &Path) -> io::Result<BufWriter<FileWriter>> {
+    fs.remove(path)?;
+    Ok(BufWriter::with_capacity(
+        1 << 20,
+        FileWriter(fs.open_append(path)?),
+    ))
+}
+
+/// Writes out what `out` buffers and makes the file durable.
+pub fn finish_file(out: BufWriter<FileWriter>) -> io::Result<()> {
+    let mut file = out.into_inner().map_err(|error| error.into_error())?;
+    file.0.sync()
+}
+
+/// [`Write`] over a file of the [`Fs`] seam.
+pub struct FileWriter(Box<dyn AppendFile>);
+
+impl Write for FileWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.0.append(data)?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The snapshot's metadata and the log time at its index (0 in files of the
@@ -545,19 +602,41 @@ fn read_meta(input: &mut impl Read) -> io::Result<(SnapshotMeta, u64)> {
 /// positioned at its start. The metadata comes from the open file itself, so a
 /// newer build renamed over the path meanwhile cannot pair one snapshot's
 /// metadata with another's content.
-pub fn open_snapshot_file(path: &Path) -> io::Result<(SnapshotMeta, File)> {
-    let mut file = File::open(path)?;
-    let (meta, _) = read_meta(&mut BufReader::new(&mut file))?;
-    file.seek(SeekFrom::Start(0))?;
-    Ok((meta, file))
+pub fn open_snapshot_file(
+    fs: &dyn Fs,
+    path: &Path,
+) -> io::Result<(SnapshotMeta, Box<dyn Read + Send>)> {
+    let mut file = Recorded {
+        inner: fs.open_read(path)?,
+        seen: Vec::new(),
+    };
+    let (meta, _) = read_meta(&mut file)?;
+    // The file again from its start: the header as read, then the rest.
+    let whole = io::Cursor::new(file.seen).chain(file.inner);
+    Ok((meta, Box::new(whole)))
+}
+
+/// A reader that keeps what it read.
+struct Recorded {
+    inner: Box<dyn Read + Send>,
+    seen: Vec<u8>,
+}
+
+impl Read for Recorded {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buffer)?;
+        self.seen.extend_from_slice(&buffer[..read]);
+        Ok(read)
+    }
 }
 
 /// Reads and verifies a snapshot file.
 pub fn read_snapshot_file(
+    fs: &dyn Fs,
     path: &Path,
     template: &Keyspace,
 ) -> io::Result<(SnapshotMeta, u64, Keyspace)> {
-    let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut input = BufReader::with_capacity(1 << 20, fs.open_read(path)?);
     let (meta, log_time_ms) = read_meta(&mut input)?;
     let keyspace = keyspace::snapshot::read_snapshot(&mut input, template.config.clone())
         .map_err(|error| invalid(&error.to_string()))?;
@@ -566,11 +645,6 @@ pub fn read_snapshot_file(
 
 fn invalid(message: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message.to_string())
-}
-
-/// Makes a rename in `dir` durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// Replies for a request that could not be applied (used by callers that need a
@@ -584,13 +658,14 @@ pub fn error_replies(count: usize, text: &str) -> Vec<Frame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log_store::fs::StdFs;
     use crate::scratch::Scratch;
     use openraft::entry::RaftEntry;
     use openraft::testing::log_id;
     use openraft::Membership;
 
     fn open(dir: &Path) -> StateMachine {
-        StateMachine::open(dir, Keyspace::new(16, 7), 1).unwrap()
+        StateMachine::open(dir, Arc::new(StdFs), Keyspace::new(16, 7), 1).unwrap()
     }
 
     async fn build_after(machine: &mut StateMachine, index: u64) -> SnapshotMeta {
@@ -658,17 +733,18 @@ mod tests {
             .unwrap()
             .snapshot
             .path;
-        let (meta, mut file) = open_snapshot_file(&path).unwrap();
+        let (meta, mut file) = open_snapshot_file(&StdFs, &path).unwrap();
         // A newer build is renamed over the path while the file is being sent.
         let newer = build_after(&mut leader, 5).await;
         assert_ne!(older, newer);
         assert_eq!(meta, older);
         let received = StateMachine::incoming_path(&scratch.0.join("follower"), 0);
-        std::io::copy(&mut file, &mut File::create(&received).unwrap()).unwrap();
-        follower
-            .install_snapshot(&meta, SnapshotFile { path: received })
-            .await
-            .unwrap();
+        std::io::copy(&mut file, &mut std::fs::File::create(&received).unwrap()).unwrap();
+        let received = SnapshotFile {
+            path: received,
+            fs: Arc::new(StdFs),
+        };
+        follower.install_snapshot(&meta, received).await.unwrap();
         assert_eq!(follower.applied_state().await.unwrap().0, older.last_log_id);
     }
 

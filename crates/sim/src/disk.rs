@@ -6,7 +6,9 @@
 //! The model: appended bytes become durable at `sync`; a new file's directory
 //! entry becomes durable at `sync_dir` of its directory (until then a crash
 //! removes the file); truncation, removal and atomic replacement are durable
-//! at once (the store syncs after each). A sync takes simulated time (the log
+//! at once (the store syncs after each), and so is a rename, which carries
+//! the file's unsynced bytes along (a crash then loses them under the new
+//! name: a file renamed into place before its sync is torn there). A sync takes simulated time (the log
 //! writer waits [`Fs::sync_latency`] before it), so crashes land between
 //! writes and their sync; a slow-disk fault raises that time.
 
@@ -63,6 +65,14 @@ impl SimDisk {
     pub fn set_sync_latency(&self, latency: Duration) {
         self.sync_micros
             .store(latency.as_micros() as u64, Ordering::SeqCst);
+    }
+
+    /// How many files named `name` the disk holds, in any directory.
+    pub fn count_named(&self, name: &str) -> usize {
+        self.files()
+            .keys()
+            .filter(|path| path.file_name().is_some_and(|file| file == name))
+            .count()
     }
 
     /// True while some file holds written but unsynced bytes.
@@ -163,6 +173,18 @@ impl Fs for SimDisk {
         Ok(content)
     }
 
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        Ok(Box::new(io::Cursor::new(self.read(path)?)))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut files = self.files();
+        let mut file = files.remove(from).ok_or_else(not_found)?;
+        file.entry_durable = true;
+        files.insert(to.to_path_buf(), file);
+        Ok(())
+    }
+
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
         self.files().entry(path.to_path_buf()).or_default();
         Ok(Box::new(SimAppend {
@@ -234,6 +256,22 @@ mod tests {
         let damage = disk.crash(&mut Rng::new(1), false);
         assert_eq!(damage.lost_bytes, 3);
         assert_eq!(disk.read(&path).unwrap(), b"one");
+    }
+
+    #[test]
+    fn a_rename_before_the_sync_loses_the_bytes_under_the_new_name() {
+        let disk = SimDisk::default();
+        let dir = Path::new("/d");
+        let (tmp, current) = (dir.join("build.tmp"), dir.join("current.snap"));
+        let mut file = disk.open_append(&tmp).unwrap();
+        file.append(b"synced").unwrap();
+        file.sync().unwrap();
+        file.append(b"pending").unwrap();
+        disk.rename(&tmp, &current).unwrap();
+        assert!(!disk.exists(&tmp));
+        assert_eq!(disk.count_named("current.snap"), 1);
+        disk.crash(&mut Rng::new(1), false);
+        assert_eq!(disk.read(&current).unwrap(), b"synced");
     }
 
     #[test]

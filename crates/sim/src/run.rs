@@ -171,6 +171,9 @@ pub struct Report {
     /// Slot migrations (cluster runs): completed, attempts that failed
     /// (each failed one was rolled forward later).
     pub migrations: (usize, usize),
+    /// Snapshot files on the simulated disks at the end (each replica keeps
+    /// its newest, built or installed).
+    pub snapshot_files: usize,
     pub faults_applied: usize,
     /// The faults as applied, with their simulated times.
     pub fault_log: Vec<String>,
@@ -375,6 +378,10 @@ pub fn run(config: &Config) -> Report {
     }
     let simulated = sim.elapsed();
     drop(sim);
+    let snapshot_files = disks
+        .values()
+        .map(|disk| disk.count_named("current.snap"))
+        .sum();
     let _ = std::fs::remove_dir_all(&root);
     let operations = history.operations();
     // `SIM_DEBUG_KEY=KEY` prints that key's history (a failing seed's
@@ -447,6 +454,7 @@ pub fn run(config: &Config) -> Report {
                 .count(),
         ),
         migrations: (migrations.done, migrations.failed),
+        snapshot_files,
         faults_applied,
         fault_log: applied,
         simulated,

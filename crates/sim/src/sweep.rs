@@ -60,6 +60,7 @@ pub fn sweep(
                         admissions: (0, 0),
                         pops: (0, 0),
                         migrations: (0, 0),
+                        snapshot_files: 0,
                         faults_applied: 0,
                         fault_log: Vec::new(),
                         simulated: Duration::ZERO,

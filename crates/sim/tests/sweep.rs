@@ -19,10 +19,7 @@ fn env_number(name: &str, default: u64) -> u64 {
 
 /// Sweeps `seeds` seeds of `template` from `from` on one thread; fails
 /// listing every failing seed with the command that replays it. One thread:
-/// simulations running side by side in one process do not replay (they
-/// share some of the node's process-wide state), so a seed that failed next
-/// to another might pass alone; on one thread every seed runs as its
-/// reproduce command runs it.
+/// the tests of this file already run side by side.
 fn budget(template: &Config, from: u64, seeds: u64) {
     let summary = sweep(template, from, seeds, 1, &|_| {});
     let mut text = String::new();
@@ -50,6 +47,23 @@ fn budget(template: &Config, from: u64, seeds: u64) {
     );
     assert!(summary.failures.is_empty(), "failing seeds:\n{text}");
     assert!(summary.operations > 0);
+}
+
+/// The replicas' snapshots are files on the simulated disk, like their logs:
+/// built, renamed into place, sent to lagging replicas and installed there,
+/// and a crash loses what was not synced. Each replica ends the run with
+/// one.
+#[test]
+fn snapshots_live_on_the_simulated_disk() {
+    for config in [Config::new(5), Config::on_cluster(5)] {
+        let report = run(&config);
+        assert!(report.passed(), "{report:?}");
+        assert!(
+            report.snapshot_files >= 3,
+            "{} snapshot files on the disks: {report:?}",
+            report.snapshot_files
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! The file-system seam of the log store. The store only touches files through
-//! [`Fs`], so a simulated disk (one that loses unsynced writes on a crash) can
-//! stand in for the real one.
+//! The file-system seam of the log store and the snapshot files. Both only
+//! touch files through [`Fs`], so a simulated disk (one that loses unsynced
+//! writes on a crash) can stand in for the real one.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -13,13 +13,17 @@ pub trait AppendFile: Send {
     fn sync(&mut self) -> io::Result<()>;
 }
 
-/// The operations the log store needs.
+/// The operations the log store and the snapshot files need.
 pub trait Fs: Send + Sync + 'static {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// Files directly in `dir`.
     fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
     /// The whole content of a file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// A file's content as a stream (snapshots can be large).
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>>;
+    /// Renames `from` over `to`; durable once the directory is synced.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Opens `path` for appending, creating it if missing.
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>>;
     /// Cuts `path` to `length` bytes and makes that durable.
@@ -70,6 +74,14 @@ impl Fs for StdFs {
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {
+        Ok(Box::new(File::open(path)?))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
