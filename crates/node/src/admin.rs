@@ -744,31 +744,39 @@ pub async fn check(address: &str) -> anyhow::Result<()> {
 /// `slotraft cluster add-node NEW_HOST:PORT EXISTING_HOST:PORT`: adds a
 /// running, cluster-enabled node that belongs to no cluster yet. It joins
 /// without replicas: it routes requests (MOVED) until a shard is placed on it
-/// (`add-shard`).
+/// (`add-shard`, `move-replica`). Rerunning after an interruption continues:
+/// a node the metadata already lists is handed the topology if it does not
+/// have one yet.
 pub async fn add_node(new: &str, existing: &str) -> anyhow::Result<()> {
     let info = node_info(new).await?;
     let topology = fetch_topology(existing).await?;
-    if topology.nodes.contains_key(&info.id) {
-        bail!("{new} is already part of the cluster");
+    let listed = topology.nodes.contains_key(&info.id);
+    if listed && !matches!(call(new, &[b"SLOTRAFT", b"TOPOLOGY"]).await?, Frame::Null) {
+        say!("[OK] {new} is already part of the cluster.");
+        return Ok(());
     }
     let id = info.id.to_string();
     let port = info.port.to_string();
     let raft_port = info.raft_port.to_string();
     let zone = info.zone.clone().unwrap_or_default();
-    let epoch = metadata_change(
-        &topology,
-        &[
-            b"SLOTRAFT",
-            b"ADD-NODE",
-            id.as_bytes(),
-            info.name.as_bytes(),
-            info.host.as_bytes(),
-            port.as_bytes(),
-            raft_port.as_bytes(),
-            zone.as_bytes(),
-        ],
-    )
-    .await?;
+    let epoch = if listed {
+        topology.epoch
+    } else {
+        metadata_change(
+            &topology,
+            &[
+                b"SLOTRAFT",
+                b"ADD-NODE",
+                id.as_bytes(),
+                info.name.as_bytes(),
+                info.host.as_bytes(),
+                port.as_bytes(),
+                raft_port.as_bytes(),
+                zone.as_bytes(),
+            ],
+        )
+        .await?
+    };
     wait_adopted(existing, epoch).await?;
     let joined = fetch_topology(existing).await?;
     let reply = call(new, &[b"SLOTRAFT", b"BOOTSTRAP", &joined.to_bytes()]).await?;
@@ -799,9 +807,13 @@ pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
     }
     for shard in topology.shards_hosted_by(found.id) {
         let topology = fetch_topology(existing).await?;
-        let target = least_loaded(&topology, found.id, |node| {
+        let free = least_loaded(&topology, found.id, |node| {
             !topology.shards_hosted_by(node).contains(&shard)
-        })
+        });
+        let target = match free {
+            Some(node) => Some(node),
+            None => interrupted_move(&topology, shard, found.id).await?,
+        }
         .with_context(|| format!("no other node can take the replica of shard {shard}"))?;
         move_replica(existing, shard, found.id, target).await?;
     }
@@ -824,6 +836,52 @@ pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
         found.id
     );
     Ok(())
+}
+
+/// The node an interrupted move of `shard`'s replica away from `leaving` was
+/// taking it to, when every node already hosts the shard: a replica the
+/// topology places but the group does not count as a voter yet, else (the
+/// vote already handed over) any replica but `leaving`, as the topology's
+/// change then only drops `leaving`.
+async fn interrupted_move(
+    topology: &Topology,
+    shard: u64,
+    leaving: u64,
+) -> anyhow::Result<Option<u64>> {
+    let Some(info) = topology.shards.get(&shard) else {
+        return Ok(None);
+    };
+    let group = shard.to_string();
+    let reply = shard_step(
+        &shard_leader_address(topology, shard)?,
+        &[b"SLOTRAFT", b"VOTERS", group.as_bytes()],
+        "reading the group's voters",
+    )
+    .await?;
+    let Frame::Array(items) = reply else {
+        bail!("unexpected SLOTRAFT VOTERS reply {reply:?}");
+    };
+    let voters: Vec<u64> = items
+        .iter()
+        .filter_map(|item| match item {
+            Frame::Integer(id) => u64::try_from(*id).ok(),
+            _ => None,
+        })
+        .collect();
+    let others = || {
+        info.replicas
+            .iter()
+            .copied()
+            .filter(|&node| node != leaving)
+    };
+    if let Some(joining) = others().find(|node| !voters.contains(node)) {
+        return Ok(Some(joining));
+    }
+    Ok(if voters.contains(&leaving) {
+        None
+    } else {
+        others().next_back()
+    })
 }
 
 /// Among the nodes other than `leaving` that `eligible` accepts, the one

@@ -207,6 +207,12 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             };
             node.replace_voter(group, from, to).await
         }
+        "slotraft|voters" => {
+            let Some(group) = number(&arguments[2]) else {
+                return Some(Frame::error("ERR invalid group id"));
+            };
+            node.voters(group)
+        }
         "slotraft|open-metadata" => match node.open_metadata_learner().await {
             Ok(()) => Frame::OK,
             Err(error) => Frame::error_owned(format!("ERR {error}")),

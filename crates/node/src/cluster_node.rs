@@ -397,6 +397,32 @@ impl ClusterNode {
     /// needs time (the caller asks again): handing leadership over when this
     /// node is the one leaving, adding `to` as a learner, waiting for it to
     /// catch up.
+    /// `SLOTRAFT VOTERS`: the voters of `group` as its leader (this node)
+    /// sees them, in id order; TRYAGAIN while a membership change is under
+    /// way (a joint configuration).
+    pub fn voters(&self, group: u64) -> Frame {
+        let leading = if group == METADATA_GROUP {
+            self.leading_metadata()
+        } else {
+            self.leading_shard(group)
+        };
+        let replica = match leading {
+            Ok(replica) => replica,
+            Err(not_leader) => return not_leader,
+        };
+        let metrics = replica.group.metrics();
+        let membership = metrics.membership_config.membership();
+        if membership.get_joint_config().len() > 1 {
+            return Frame::error("TRYAGAIN membership change in progress");
+        }
+        Frame::Array(
+            membership
+                .voter_ids()
+                .map(|id| Frame::Integer(id as i64))
+                .collect(),
+        )
+    }
+
     pub async fn replace_voter(&self, group: u64, from: u64, to: u64) -> Frame {
         let leading = if group == METADATA_GROUP {
             self.leading_metadata()
@@ -420,7 +446,23 @@ impl ClusterNode {
         let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
         let joint = membership.get_joint_config().len() > 1;
         if !voters.contains(&from) && voters.contains(&to) && !joint {
-            return Frame::OK;
+            if membership.get_node(&from).is_none() {
+                return Frame::OK;
+            }
+            // A voter demoted to a learner before the move (or left one by
+            // an interrupted change) is still replicated to: remove it, as
+            // its node is about to close the replica.
+            let removal = replica
+                .group
+                .raft
+                .change_membership(openraft::ChangeMembers::RemoveNodes([from].into()), false);
+            return match tokio::time::timeout(Duration::from_secs(3), removal).await {
+                Ok(Ok(_)) => Frame::OK,
+                Ok(Err(error)) => {
+                    Frame::error_owned(format!("TRYAGAIN removing the former voter: {error}"))
+                }
+                Err(_) => Frame::error("TRYAGAIN removing the former voter"),
+            };
         }
         if from == self.identity.id {
             match voters.iter().find(|&&voter| voter != from) {
@@ -707,13 +749,14 @@ impl ClusterNode {
     }
 
     /// SLOTRAFT PUT-LEADER on the metadata leader.
+    /// `SLOTRAFT PUT-LEADER` on the metadata leader; elsewhere the
+    /// `ERR NOTLEADER host:port` reply that names it, for the reporter to
+    /// follow.
     pub async fn record_leader(&self, shard: u64, node: u64, term: u64) -> Result<Frame, String> {
-        let Some(metadata) = self.metadata() else {
-            return Err("this node holds no metadata replica".into());
+        let metadata = match self.leading_metadata() {
+            Ok(metadata) => metadata,
+            Err(not_leader) => return Ok(not_leader),
         };
-        if !metadata.group.raft.is_leader() {
-            return Err("this node does not lead the metadata group".into());
-        }
         propose_op(&metadata, Op::PutLeader { shard, node, term }).await
     }
 }
@@ -891,27 +934,63 @@ async fn report_leadership(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
                 .map_err(anyhow::Error::msg)?;
             }
             _ => {
-                let Some(address) = metadata_leader_address(node, &topology) else {
-                    continue;
-                };
-                let reply = crate::resp_client::call(
-                    &address,
-                    &[
-                        b"SLOTRAFT",
-                        b"PUT-LEADER",
-                        shard.to_string().as_bytes(),
-                        me.to_string().as_bytes(),
-                        term.to_string().as_bytes(),
-                    ],
-                )
-                .await?;
-                if let Frame::Error(text) = reply {
-                    bail!("reporting leadership: {}", String::from_utf8_lossy(&text));
-                }
+                let (shard, me, term) = (shard.to_string(), me.to_string(), term.to_string());
+                let report: [&[u8]; 5] = [
+                    b"SLOTRAFT",
+                    b"PUT-LEADER",
+                    shard.as_bytes(),
+                    me.as_bytes(),
+                    term.as_bytes(),
+                ];
+                report_to_metadata(node, &topology, &report).await?;
             }
         }
     }
     Ok(())
+}
+
+/// Sends `report` to the metadata group's leader: the one this node knows
+/// of, else each voter in turn, following a `NOTLEADER` reply to the leader
+/// it names. A node without a metadata replica knows no leader, and the
+/// first voter may not lead.
+async fn report_to_metadata(
+    node: &ClusterNode,
+    topology: &Topology,
+    report: &[&[u8]],
+) -> anyhow::Result<()> {
+    let voters = topology
+        .metadata_voters
+        .iter()
+        .filter_map(|voter| topology.nodes.get(voter))
+        .map(|info| format!("{}:{}", info.host, info.port));
+    let mut last = anyhow::anyhow!("no metadata voter known");
+    for mut address in metadata_leader_address(node, topology)
+        .into_iter()
+        .chain(voters)
+    {
+        for _ in 0..3 {
+            match crate::resp_client::call(&address, report).await {
+                Ok(Frame::Error(text)) => {
+                    let text = String::from_utf8_lossy(&text).into_owned();
+                    match text.strip_prefix("ERR NOTLEADER ") {
+                        Some(leader) if leader != "?" && leader != address => {
+                            address = leader.to_string();
+                        }
+                        _ => {
+                            last = anyhow::anyhow!("reporting leadership: {text}");
+                            break;
+                        }
+                    }
+                }
+                Ok(_) => return Ok(()),
+                Err(error) => {
+                    last = error;
+                    break;
+                }
+            }
+        }
+    }
+    Err(last)
 }
 
 /// The RESP address of the metadata group's leader, as far as this node knows.

@@ -10,6 +10,7 @@
 //! draws a fault schedule from the seed; [`run`] runs one seed and applies the
 //! checkers of [`check`]; [`sweep`] runs many seeds in parallel.
 
+pub mod changes;
 pub mod check;
 pub mod client;
 pub mod disk;

@@ -464,14 +464,33 @@ async fn publish_groups(
     node: Arc<node::cluster_node::ClusterNode>,
     handles: ClusterHandles,
 ) {
+    // What this node published: each group's replica, by identity. A
+    // replica moved away and back is a new one and replaces the closed one;
+    // a replica moved away is withdrawn.
+    let mut published: BTreeMap<replication::GroupId, Arc<node::replica::Replica>> =
+        BTreeMap::new();
     loop {
-        let replicas = node.metadata().into_iter().chain(node.local_shards());
-        for replica in replicas {
-            let handles = handles.group(replica.group.id);
-            if handles.get(id).is_none() {
-                handles.insert(id, replica.group.clone());
+        let replicas: Vec<_> = node
+            .metadata()
+            .into_iter()
+            .chain(node.local_shards())
+            .collect();
+        for replica in &replicas {
+            let known = published.get(&replica.group.id);
+            if !known.is_some_and(|known| Arc::ptr_eq(known, replica)) {
+                handles
+                    .group(replica.group.id)
+                    .insert(id, replica.group.clone());
+                published.insert(replica.group.id, replica.clone());
             }
         }
+        published.retain(|group, _| {
+            let open = replicas.iter().any(|replica| replica.group.id == *group);
+            if !open {
+                handles.group(*group).remove(id);
+            }
+            open
+        });
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }

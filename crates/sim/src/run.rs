@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::changes::{Changer, Retired};
 use crate::check::{self, Violation};
 use crate::client::{Client, ReadMode, Transport};
 use crate::disk::{SimDisk, BASE_SYNC_LATENCY};
@@ -34,7 +35,12 @@ use crate::rng::Rng;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub seed: u64,
+    /// Hosts, `spare` of them included.
     pub nodes: u64,
+    /// Cluster runs: hosts that start outside the cluster (the highest
+    /// ids). The admin adds them, moves replicas to and from them, and
+    /// deletes them again while the faults run (see `crate::changes`).
+    pub spare: u64,
     pub clients: u64,
     /// How long the workload runs (simulated time) while faults come and go.
     pub window: Duration,
@@ -93,6 +99,7 @@ impl Config {
         Config {
             seed,
             nodes: 3,
+            spare: 0,
             clients: 4,
             window: Duration::from_secs(10),
             faults: Kind::ALL.to_vec(),
@@ -118,11 +125,23 @@ impl Config {
         }
     }
 
-    /// The same run on a cluster of real nodes (see [`Hosts::Cluster`]).
+    /// The same run on a cluster of real nodes (see [`Hosts::Cluster`]):
+    /// three form it, one spare joins and leaves.
     pub fn on_cluster(seed: u64) -> Config {
         Config {
             hosts: Hosts::Cluster,
             ..Config::new(seed)
+        }
+        .with_spare(1)
+    }
+
+    /// This run with `spare` hosts outside the cluster besides the three
+    /// that form it.
+    pub fn with_spare(self, spare: u64) -> Config {
+        Config {
+            nodes: 3 + spare,
+            spare,
+            ..self
         }
     }
 
@@ -144,6 +163,9 @@ impl Config {
         }
         if self.hosts != Hosts::Replication {
             mutation.push_str(&format!(" --hosts {}", self.hosts.name()));
+        }
+        if self.hosts == Hosts::Cluster && self.spare != 1 {
+            mutation.push_str(&format!(" --spare {}", self.spare));
         }
         format!(
             "cargo xtask sim --from {} --seeds 1 --faults {faults} --window-ms {}{mutation}",
@@ -171,6 +193,9 @@ pub struct Report {
     /// Slot migrations (cluster runs): completed, attempts that failed
     /// (each failed one was rolled forward later).
     pub migrations: (usize, usize),
+    /// Cluster changes (runs with spare nodes): completed, attempts that
+    /// failed (each rerun later).
+    pub changes: (usize, usize),
     /// Snapshot files on the simulated disks at the end (each replica keeps
     /// its newest, built or installed).
     pub snapshot_files: usize,
@@ -272,6 +297,14 @@ pub fn run(config: &Config) -> Report {
         (config.hosts != Hosts::Cluster).then_some(Duration::ZERO),
     ));
     let migrations = Migrations::default();
+    let changer = Changer {
+        all: (1..=config.nodes).collect(),
+        founders: (1..=config.nodes - config.spare).collect(),
+        spares: (config.nodes - config.spare + 1..=config.nodes).collect(),
+        log: Migrations::default(),
+        retired: Retired::default(),
+        gate: membership.gate.clone(),
+    };
     {
         let (groups, history, healed, finals) = (
             groups.clone(),
@@ -280,8 +313,12 @@ pub fn run(config: &Config) -> Report {
             finals.clone(),
         );
         let (config, workload_rng, clocks) = (config.clone(), rng.fork(), clocks.clone());
-        let (membership, started, migrations) =
-            (membership.clone(), started.clone(), migrations.clone());
+        let (membership, started, migrations, changer) = (
+            membership.clone(),
+            started.clone(),
+            migrations.clone(),
+            changer.clone(),
+        );
         sim.client("driver", async move {
             let changes = tokio::spawn(membership.clone().run(groups.clone(), config.nodes));
             let outcome = drive(
@@ -294,6 +331,7 @@ pub fn run(config: &Config) -> Report {
                 &membership,
                 &started,
                 &migrations,
+                &changer,
             )
             .await;
             changes.abort();
@@ -353,6 +391,7 @@ pub fn run(config: &Config) -> Report {
                 later: &mut later,
                 crash_waits: &mut crash_waits,
                 membership: &membership,
+                retired: &changer.retired,
             };
             if let Some(line) = host.apply(&event, config.nodes) {
                 applied.push(format!("{:>6}ms {line}", at.as_millis()));
@@ -366,6 +405,8 @@ pub fn run(config: &Config) -> Report {
             // Faults still queued (a crash waiting for a write, a repair)
             // are moot: everything heals now.
             pending.clear();
+            // A node deleted from the cluster stays down.
+            down.retain(|node| !changer.retired.contains(*node));
             heal(&mut sim, config.nodes, &down, &disks);
             for node in 1..=config.nodes {
                 membership.push(Event::Promote(node));
@@ -397,6 +438,8 @@ pub fn run(config: &Config) -> Report {
     let faults_applied = applied.len();
     let migrations = migrations.take();
     applied.extend(migrations.lines);
+    let changes = changer.log.take();
+    applied.extend(changes.lines);
     let finals = finals
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -454,6 +497,7 @@ pub fn run(config: &Config) -> Report {
                 .count(),
         ),
         migrations: (migrations.done, migrations.failed),
+        changes: (changes.done, changes.failed),
         snapshot_files,
         faults_applied,
         fault_log: applied,
@@ -499,6 +543,8 @@ struct Host<'a, 'b> {
     crash_waits: &'a mut BTreeMap<u64, u32>,
     /// Membership changes for the driver to propose (they are async).
     membership: &'a Membership,
+    /// Nodes deleted from the cluster, which stay down.
+    retired: &'a Retired,
 }
 
 impl Host<'_, '_> {
@@ -514,6 +560,7 @@ impl Host<'_, '_> {
             later,
             crash_waits,
             membership,
+            retired,
         } = self;
         match *event {
             // A partition as TCP sees it: the link stalls (turmoil holds its
@@ -545,6 +592,7 @@ impl Host<'_, '_> {
                     Groups::Cluster(_) => format!("isolate leader node{leader} (of group {group})"),
                 });
             }
+            Event::Crash(node) | Event::Restart(node) if retired.contains(node) => return None,
             Event::Crash(node) => {
                 // Crash in the middle of a write when one comes soon: that is
                 // when unsynced data is lost or torn.
@@ -626,6 +674,14 @@ impl Groups {
         }
     }
 
+    /// One group's replicas (none yet if no node has opened it).
+    fn get(&self, group: u64) -> Handles {
+        match self {
+            Groups::One(handles) => handles.clone(),
+            Groups::Cluster(groups) => groups.group(group),
+        }
+    }
+
     fn remove(&self, node: u64) {
         match self {
             Groups::One(handles) => handles.remove(node),
@@ -637,7 +693,7 @@ impl Groups {
 /// What the cluster driver's slot migrations did: a line each for the
 /// trace, and how many completed and failed.
 #[derive(Clone, Default)]
-struct Migrations(Arc<Mutex<MigrationLog>>);
+pub struct Migrations(Arc<Mutex<MigrationLog>>);
 
 #[derive(Default)]
 struct MigrationLog {
@@ -647,7 +703,7 @@ struct MigrationLog {
 }
 
 impl Migrations {
-    fn record(&self, done: bool, line: String) {
+    pub fn record(&self, done: bool, line: String) {
         let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis();
         let mut log = self
             .0
@@ -683,14 +739,20 @@ async fn drive(
     membership: &Membership,
     started: &Mutex<Option<Duration>>,
     migrations: &Migrations,
+    changer: &Changer,
 ) -> Result<Finals, String> {
     let nodes: Vec<u64> = (1..=config.nodes).collect();
     let cluster = config.hosts == Hosts::Cluster;
     let mut start = Duration::ZERO;
     if cluster {
-        // Formed before the faults start, as `slotraft cluster create`.
-        let addresses: Vec<String> = nodes.iter().map(|id| node_address(*id)).collect();
-        node::admin::create(&addresses, None, nodes.len(), config.seed)
+        // Formed before the faults start, as `slotraft cluster create`, of
+        // every host but the spares.
+        let addresses: Vec<String> = changer
+            .founders
+            .iter()
+            .map(|id| node_address(*id))
+            .collect();
+        node::admin::create(&addresses, None, addresses.len(), config.seed)
             .await
             .map_err(|error| format!("forming the cluster failed: {error}"))?;
         start = turmoil::sim_elapsed().unwrap_or_default();
@@ -741,6 +803,13 @@ async fn drive(
             migrations.clone(),
         ))
     });
+    // The spares leave again from a point between half and six sevenths of
+    // the window.
+    let retire_from = start + config.window * rng.between(7, 12) as u32 / 14;
+    let changes = (cluster && config.spare > 0).then(|| {
+        let (changer, rng) = (changer.clone(), rng.fork());
+        tokio::spawn(async move { changer.during(retire_from, end, rng).await })
+    });
     for client in clients {
         client
             .await
@@ -751,16 +820,27 @@ async fn drive(
             .await
             .map_err(|error| format!("the migrations failed: {error}"))?;
     }
+    let unfinished = match changes {
+        Some(changes) => changes
+            .await
+            .map_err(|error| format!("the cluster changes failed: {error}"))?,
+        None => None,
+    };
     while !healed.load(Ordering::SeqCst) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     if cluster {
+        changer.finish(unfinished).await?;
         finish_migrations(&nodes, migrations).await?;
     }
     // Liveness: every replica back and a voter again, one leader, the same
     // state everywhere.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !membership.is_idle() || !all_voters(groups, &nodes, config) {
+    let sets = loop {
+        let sets = replica_sets(groups, &nodes).await;
+        if let Some(sets) = sets.filter(|sets| membership.is_idle() && all_voters(groups, sets)) {
+            break sets;
+        }
         if tokio::time::Instant::now() > deadline {
             return Err(format!(
                 "the replicas did not all become voters again after healing (changes pending: {}; {})",
@@ -769,10 +849,11 @@ async fn drive(
             ));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    };
     let mut digests = Vec::new();
-    for (group, handles) in groups.all() {
-        let digest = converge(&handles, &nodes, Duration::from_secs(120))
+    for (group, ids) in &sets {
+        let handles = groups.get(*group);
+        let digest = converge(&handles, ids, Duration::from_secs(120))
             .await
             .map_err(|error| format!("group {group}: {error}"))?;
         digests.push(match groups {
@@ -858,8 +939,8 @@ async fn migrate_during(nodes: Vec<u64>, end: Duration, mut rng: Rng, log: Migra
 }
 
 /// The newest topology any of `nodes` answers with, and that node's
-/// address; also whether every node answered with that one epoch.
-async fn newest_topology(nodes: &[u64]) -> Option<(String, cluster::Topology, bool)> {
+/// address; also whether every node it lists answered with that one epoch.
+pub(crate) async fn newest_topology(nodes: &[u64]) -> Option<(String, cluster::Topology, bool)> {
     let mut newest: Option<(String, cluster::Topology)> = None;
     let mut epochs = Vec::new();
     for node in nodes {
@@ -871,10 +952,10 @@ async fn newest_topology(nodes: &[u64]) -> Option<(String, cluster::Topology, bo
             }
         };
         let Ok(Some(topology)) = tokio::time::timeout(Duration::from_secs(1), ask).await else {
-            epochs.push(None);
+            epochs.push((*node, None));
             continue;
         };
-        epochs.push(Some(topology.epoch));
+        epochs.push((*node, Some(topology.epoch)));
         if newest
             .as_ref()
             .is_none_or(|(_, known)| topology.epoch > known.epoch)
@@ -883,7 +964,10 @@ async fn newest_topology(nodes: &[u64]) -> Option<(String, cluster::Topology, bo
         }
     }
     let (address, topology) = newest?;
-    let agreed = epochs.iter().all(|epoch| *epoch == Some(topology.epoch));
+    let agreed = epochs
+        .iter()
+        .filter(|(node, _)| topology.nodes.contains_key(node))
+        .all(|(_, epoch)| *epoch == Some(topology.epoch));
     Some((address, topology, agreed))
 }
 
@@ -1075,6 +1159,9 @@ async fn converge(handles: &Handles, ids: &[u64], limit: Duration) -> Result<Str
 struct Membership {
     queue: Arc<Mutex<std::collections::VecDeque<Event>>>,
     busy: Arc<AtomicBool>,
+    /// Held while a membership change or a cluster change (which changes
+    /// memberships too) is made: one at a time, as one operator would.
+    gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Membership {
@@ -1101,15 +1188,30 @@ impl Membership {
                 .is_empty()
     }
 
-    /// On a cluster, each change is made in every group.
+    /// On a cluster, each change is made in every group the node is a
+    /// replica of (by the newest topology).
     async fn run(self, groups: Groups, nodes: u64) {
-        let all: Vec<u64> = (1..=nodes).collect();
+        let hosts: Vec<u64> = (1..=nodes).collect();
         loop {
             self.busy.store(true, Ordering::SeqCst);
             while let Some(event) = self.pop() {
-                for (_, handles) in groups.all() {
+                let (Event::Demote(node) | Event::Promote(node)) = event else {
+                    continue;
+                };
+                let _gate = self.gate.lock().await;
+                let sets = loop {
+                    match replica_sets(&groups, &hosts).await {
+                        Some(sets) => break sets,
+                        None => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                };
+                for (group, replicas) in &sets {
+                    if !replicas.contains(&node) {
+                        continue;
+                    }
+                    let handles = groups.get(*group);
                     for _ in 0..50 {
-                        if change(&handles, &all, &event).await {
+                        if change(&handles, replicas, &event).await {
                             break;
                         }
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1144,6 +1246,16 @@ async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
             }
         }
         Event::Promote(node) => {
+            if metrics
+                .membership_config
+                .membership()
+                .get_node(&node)
+                .is_none()
+            {
+                // Not a learner of this group (yet, or any more: a replica
+                // being moved): nothing to promote.
+                return true;
+            }
             voters.insert(node);
         }
         _ => return true,
@@ -1178,16 +1290,32 @@ async fn change(handles: &Handles, all: &[u64], event: &Event) -> bool {
     matches!(outcome, Ok(Ok(_)))
 }
 
-/// True when every group's leader has every replica as a voter in its
-/// committed membership (and, on a cluster, every group is open).
-fn all_voters(groups: &Groups, all: &[u64], config: &Config) -> bool {
-    let every = groups.all();
-    if config.hosts == Hosts::Cluster && every.len() as u64 != 1 + config.nodes {
-        return false;
+/// Each group's replicas: every host for one group; on a cluster, what the
+/// newest topology places (the metadata group's voters as group 0).
+async fn replica_sets(groups: &Groups, nodes: &[u64]) -> Option<BTreeMap<u64, Vec<u64>>> {
+    match groups {
+        Groups::One(_) => Some(BTreeMap::from([(crate::group::GROUP, nodes.to_vec())])),
+        Groups::Cluster(_) => {
+            let (_, topology, _) = newest_topology(nodes).await?;
+            let mut sets = BTreeMap::new();
+            let mut voters = topology.metadata_voters.clone();
+            voters.sort_unstable();
+            sets.insert(cluster::topology::METADATA_GROUP, voters);
+            for (shard, info) in &topology.shards {
+                let mut replicas = info.replicas.clone();
+                replicas.sort_unstable();
+                sets.insert(*shard, replicas);
+            }
+            Some(sets)
+        }
     }
-    every
-        .iter()
-        .all(|(_, handles)| group_all_voters(handles, all))
+}
+
+/// True when every group's leader has its replicas (and only them) as
+/// voters in its committed membership.
+fn all_voters(groups: &Groups, sets: &BTreeMap<u64, Vec<u64>>) -> bool {
+    sets.iter()
+        .all(|(group, replicas)| group_all_voters(&groups.get(*group), replicas))
 }
 
 fn group_all_voters(handles: &Handles, all: &[u64]) -> bool {

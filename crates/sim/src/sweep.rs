@@ -16,6 +16,8 @@ pub struct Summary {
     pub faults_applied: usize,
     /// Slot migrations completed, and attempts that failed (cluster runs).
     pub migrations: (usize, usize),
+    /// Cluster changes completed, and attempts that failed (cluster runs).
+    pub changes: (usize, usize),
     pub simulated: Duration,
     pub wall: Duration,
 }
@@ -60,6 +62,7 @@ pub fn sweep(
                         admissions: (0, 0),
                         pops: (0, 0),
                         migrations: (0, 0),
+                        changes: (0, 0),
                         snapshot_files: 0,
                         faults_applied: 0,
                         fault_log: Vec::new(),
@@ -86,6 +89,10 @@ pub fn sweep(
         operations: total(|report| report.operations),
         unknown: total(|report| report.unknown),
         faults_applied: total(|report| report.faults_applied),
+        changes: (
+            total(|report| report.changes.0),
+            total(|report| report.changes.1),
+        ),
         migrations: (
             total(|report| report.migrations.0),
             total(|report| report.migrations.1),

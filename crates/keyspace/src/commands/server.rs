@@ -207,6 +207,12 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
         "One step of a Raft membership change replacing a voter of a group (on the group's leader).",
     ),
     node(
+        "slotraft|voters",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "A group's Raft voters (on the group's leader); TRYAGAIN during a membership change.",
+    ),
+    node(
         "slotraft|open-metadata",
         2,
         ADMIN | NOSCRIPT | LOADING | STALE,

@@ -1,5 +1,5 @@
 //! Sweeps simulation seeds: `slotraft-sim --seeds N [--from S] [--faults LIST]
-//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--verbose]`.
+//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--spare N] [--verbose]`.
 //! `cargo xtask sim` builds and runs it in release mode.
 
 use std::process::ExitCode;
@@ -10,7 +10,7 @@ use sim::faults::Kind;
 use sim::run::{Config, Hosts};
 use sim::sweep::sweep;
 
-const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--verbose]";
+const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--spare N] [--verbose]";
 
 fn main() -> ExitCode {
     match parse(std::env::args().skip(1).collect()) {
@@ -38,6 +38,7 @@ fn parse(arguments: Vec<String>) -> Result<Options, String> {
         threads: std::thread::available_parallelism().map_or(1, |count| count.get()),
         verbose: false,
     };
+    let mut spare = None;
     let mut words = arguments.into_iter();
     while let Some(word) = words.next() {
         let mut value = |name: &str| words.next().ok_or(format!("{name} needs a value"));
@@ -68,10 +69,17 @@ fn parse(arguments: Vec<String>) -> Result<Options, String> {
             "--hosts" => {
                 options.template.hosts = Hosts::parse(&value("--hosts")?)?;
             }
+            "--spare" => spare = Some(number(value("--spare")?, "--spare")?),
             "--verbose" => options.verbose = true,
             "-h" | "--help" => return Err("help".into()),
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    // A cluster has one spare node unless told otherwise.
+    if options.template.hosts == Hosts::Cluster {
+        options.template = options.template.with_spare(spare.unwrap_or(1));
+    } else if spare.is_some() {
+        return Err("--spare is for --hosts cluster".into());
     }
     Ok(options)
 }
@@ -85,7 +93,7 @@ fn run(options: Options) -> ExitCode {
         options.threads,
         &|report| {
             if verbose || !report.passed() {
-                let migrations = if report.migrations == (0, 0) {
+                let mut migrations = if report.migrations == (0, 0) {
                     String::new()
                 } else {
                     format!(
@@ -93,6 +101,12 @@ fn run(options: Options) -> ExitCode {
                         report.migrations.0, report.migrations.1
                     )
                 };
+                if report.changes != (0, 0) {
+                    migrations.push_str(&format!(
+                        ", {} cluster changes ({} failed attempts)",
+                        report.changes.0, report.changes.1
+                    ));
+                }
                 println!(
                     "seed {}: {} ({} operations, {} unknown, limiter {}/{} admitted, blocking pops {}/{} served, {} faults{migrations}, hash {:016x})",
                     report.seed,
@@ -128,7 +142,7 @@ fn run(options: Options) -> ExitCode {
         }
         println!("  reproduce: {}", config.reproduce());
     }
-    let migrations = if summary.migrations == (0, 0) {
+    let mut migrations = if summary.migrations == (0, 0) {
         String::new()
     } else {
         format!(
@@ -136,6 +150,12 @@ fn run(options: Options) -> ExitCode {
             summary.migrations.0, summary.migrations.1
         )
     };
+    if summary.changes != (0, 0) {
+        migrations.push_str(&format!(
+            ", {} cluster changes ({} failed attempts, rerun)",
+            summary.changes.0, summary.changes.1
+        ));
+    }
     println!(
         "\n{} seeds from {}: {} passed, {} failed; {} operations ({} unknown outcome), {} faults{migrations}; {:.2} simulated hours in {:.1}s wall",
         summary.seeds,

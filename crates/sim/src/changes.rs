@@ -1,0 +1,181 @@
+//! The cluster's own changes while the faults run (cluster runs with spare
+//! nodes): the admin adds a spare node, moves shard replicas between nodes
+//! (to the spare and back), and late in the window deletes the spare again,
+//! which first moves its replicas away. Each change is the admin's own
+//! command (`add_node`, `move_replica`, `del_node`), as an operator would run
+//! it. A change a fault cut short is run again until it completes, first
+//! during the faults and then after healing, as an operator would rerun it.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::node_host::node_address;
+use crate::rng::Rng;
+use crate::run::{newest_topology, Migrations};
+
+/// How long one change may take before it counts as failed (and is rerun).
+const CHANGE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Nodes deleted from the cluster: they are shut down and stay down (a
+/// restart fault or the healing must not start them again).
+#[derive(Clone, Default)]
+pub struct Retired(Arc<Mutex<BTreeSet<u64>>>);
+
+impl Retired {
+    pub fn contains(&self, node: u64) -> bool {
+        self.lock().contains(&node)
+    }
+
+    fn insert(&self, node: u64) {
+        self.lock().insert(node);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// One change, as the admin's command line names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    AddNode(u64),
+    MoveReplica { shard: u64, from: u64, to: u64 },
+    DelNode(u64),
+}
+
+/// The changes of one run.
+#[derive(Clone)]
+pub struct Changer {
+    /// Every host, founders and spares.
+    pub all: Vec<u64>,
+    /// The hosts the cluster is formed of (never deleted): the admin's
+    /// commands are sent to them.
+    pub founders: Vec<u64>,
+    /// The hosts that start outside the cluster.
+    pub spares: Vec<u64>,
+    pub log: Migrations,
+    pub retired: Retired,
+    /// Held while a change runs: the membership faults wait meanwhile (an
+    /// operator makes one membership change at a time).
+    pub gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Changer {
+    /// Until `end`: a change every 0.3-2 s. Spares join first; from
+    /// `retire_from` on, a joined spare is deleted (once). Returns the change
+    /// left unfinished, if any.
+    pub async fn during(
+        &self,
+        retire_from: Duration,
+        end: Duration,
+        mut rng: Rng,
+    ) -> Option<Change> {
+        let mut unfinished: Option<Change> = None;
+        loop {
+            tokio::time::sleep(Duration::from_millis(rng.between(300, 2_000))).await;
+            let now = turmoil::sim_elapsed().unwrap_or_default();
+            if now >= end {
+                return unfinished;
+            }
+            let change = match unfinished.take() {
+                Some(change) => change,
+                None => match self.next(now >= retire_from, &mut rng).await {
+                    Some(change) => change,
+                    None => continue,
+                },
+            };
+            if !self.perform(&change).await {
+                unfinished = Some(change);
+            }
+        }
+    }
+
+    /// After healing: runs `unfinished` until it completes.
+    pub async fn finish(&self, unfinished: Option<Change>) -> Result<(), String> {
+        let Some(change) = unfinished else {
+            return Ok(());
+        };
+        for _ in 0..20 {
+            if self.perform(&change).await {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Err(format!(
+            "the cluster change {change:?} did not complete after healing"
+        ))
+    }
+
+    /// The next change, drawn from the newest topology.
+    async fn next(&self, retiring: bool, rng: &mut Rng) -> Option<Change> {
+        let (_, topology, _) = newest_topology(&self.all).await?;
+        for &spare in &self.spares {
+            if self.retired.contains(spare) {
+                continue;
+            }
+            if !topology.nodes.contains_key(&spare) {
+                return Some(Change::AddNode(spare));
+            }
+            if retiring {
+                return Some(Change::DelNode(spare));
+            }
+        }
+        let shards: Vec<u64> = topology.shards.keys().copied().collect();
+        let shard = *pick(rng, &shards)?;
+        let replicas = &topology.shards[&shard].replicas;
+        let from = *pick(rng, replicas)?;
+        let free: Vec<u64> = topology
+            .nodes
+            .keys()
+            .copied()
+            .filter(|node| !replicas.contains(node) && !self.retired.contains(*node))
+            .collect();
+        let to = *pick(rng, &free)?;
+        Some(Change::MoveReplica { shard, from, to })
+    }
+
+    /// Runs one change with the admin's command; true when it completed.
+    async fn perform(&self, change: &Change) -> bool {
+        let _gate = self.gate.lock().await;
+        let Some((existing, _, _)) = newest_topology(&self.founders).await else {
+            self.log.record(
+                false,
+                format!("{change:?}: no node answered with the topology"),
+            );
+            return false;
+        };
+        let run = async {
+            match *change {
+                Change::AddNode(node) => {
+                    node::admin::add_node(&node_address(node), &existing).await
+                }
+                Change::MoveReplica { shard, from, to } => {
+                    node::admin::move_replica(&existing, shard, from, to).await
+                }
+                Change::DelNode(node) => node::admin::del_node(&existing, &node.to_string()).await,
+            }
+        };
+        let outcome = tokio::time::timeout(CHANGE_LIMIT, run).await;
+        let done = matches!(outcome, Ok(Ok(())));
+        if let (true, Change::DelNode(node)) = (done, change) {
+            self.retired.insert(*node);
+        }
+        let line = match outcome {
+            Ok(Ok(())) => format!("{change:?}"),
+            Ok(Err(error)) => format!("{change:?} failed: {error:#}"),
+            Err(_) => format!("{change:?} timed out"),
+        };
+        self.log.record(done, line);
+        done
+    }
+}
+
+fn pick<'a, T>(rng: &mut Rng, items: &'a [T]) -> Option<&'a T> {
+    if items.is_empty() {
+        return None;
+    }
+    items.get(rng.below(items.len() as u64) as usize)
+}
