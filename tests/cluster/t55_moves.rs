@@ -121,6 +121,35 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
         &ids[3],
     ]);
     assert!(again.contains("already holds"), "{again}");
+    // So does adding the new node again.
+    let again = admin(&["add-node", &cluster.address(extra), &cluster.address(1)]);
+    assert!(again.contains("already part of the cluster"), "{again}");
+    // Shard 1's leader counts the new node, not node 0, among its voters;
+    // the other replicas name the leader instead.
+    let mut expected: Vec<i64> = ids[1..].iter().map(|id| id.parse().unwrap()).collect();
+    expected.sort_unstable();
+    let mut voters = Vec::new();
+    wait_until("shard 1's leader to answer SLOTRAFT VOTERS", || {
+        voters = (1..4)
+            .filter_map(|index| {
+                redis::cmd("SLOTRAFT")
+                    .arg("VOTERS")
+                    .arg(1)
+                    .query::<Vec<i64>>(&mut cluster.client(index))
+                    .ok()
+            })
+            .collect();
+        !voters.is_empty()
+    });
+    assert!(voters.iter().all(|set| *set == expected), "{voters:?}");
+    let refused = redis::cmd("SLOTRAFT")
+        .arg("VOTERS")
+        .arg(1)
+        .query::<Vec<i64>>(&mut cluster.client(0));
+    assert!(
+        refused.is_err_and(|error| error.to_string().contains("NOTLEADER")),
+        "node 0 holds no replica of shard 1"
+    );
 
     // Node 0 leaves: its two other replicas and its metadata vote move to
     // node 3 (the only node without them), then it is shut down.
