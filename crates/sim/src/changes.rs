@@ -155,7 +155,22 @@ impl Changer {
                 Change::MoveReplica { shard, from, to } => {
                     node::admin::move_replica(&existing, shard, from, to).await
                 }
-                Change::DelNode(node) => node::admin::del_node(&existing, &node.to_string()).await,
+                Change::DelNode(node) => {
+                    match node::admin::del_node(&existing, &node.to_string()).await {
+                        // An earlier attempt removed it and was cut short
+                        // before it shut the node down: an operator reading
+                        // this shuts it down by hand.
+                        Err(error)
+                            if error.to_string() == format!("no node {node} in the cluster") =>
+                        {
+                            let address = node_address(node);
+                            let shutdown = node::resp_client::call(&address, &[b"SHUTDOWN"]);
+                            let _ = tokio::time::timeout(Duration::from_secs(2), shutdown).await;
+                            Ok(())
+                        }
+                        other => other,
+                    }
+                }
             }
         };
         let outcome = tokio::time::timeout(CHANGE_LIMIT, run).await;
