@@ -807,12 +807,12 @@ pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
     }
     for shard in topology.shards_hosted_by(found.id) {
         let topology = fetch_topology(existing).await?;
-        let free = least_loaded(&topology, found.id, |node| {
-            !topology.shards_hosted_by(node).contains(&shard)
-        });
-        let target = match free {
+        // A move an earlier run began is resumed, to the same node.
+        let target = match interrupted_move(&topology, shard, found.id).await? {
             Some(node) => Some(node),
-            None => interrupted_move(&topology, shard, found.id).await?,
+            None => least_loaded(&topology, found.id, |node| {
+                !topology.shards_hosted_by(node).contains(&shard)
+            }),
         }
         .with_context(|| format!("no other node can take the replica of shard {shard}"))?;
         move_replica(existing, shard, found.id, target).await?;
@@ -827,7 +827,19 @@ pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
     }
     let topology = fetch_topology(existing).await?;
     let id = found.id.to_string();
-    let epoch = metadata_change(&topology, &[b"SLOTRAFT", b"REMOVE-NODE", id.as_bytes()]).await?;
+    let removal = metadata_change(&topology, &[b"SLOTRAFT", b"REMOVE-NODE", id.as_bytes()]).await;
+    let epoch = match removal {
+        Ok(epoch) => epoch,
+        // A removal whose reply was lost is sent again, and refused: the
+        // node is gone already.
+        Err(error) => {
+            let now = fetch_topology(existing).await?;
+            if now.nodes.contains_key(&found.id) {
+                return Err(error);
+            }
+            now.epoch
+        }
+    };
     wait_adopted(existing, epoch).await?;
     // The node answers nothing after SHUTDOWN; a closed connection is success.
     let _ = call(&address, &[b"SHUTDOWN"]).await;
@@ -839,10 +851,11 @@ pub async fn del_node(existing: &str, node: &str) -> anyhow::Result<()> {
 }
 
 /// The node an interrupted move of `shard`'s replica away from `leaving` was
-/// taking it to, when every node already hosts the shard: a replica the
-/// topology places but the group does not count as a voter yet, else (the
-/// vote already handed over) any replica but `leaving`, as the topology's
-/// change then only drops `leaving`.
+/// taking it to, if one was under way. While `leaving` still votes: the
+/// last replica in the topology's order (where the move placed it) that the
+/// group does not count as a voter yet (only a move leaves a replica
+/// outside the voters). Once `leaving` no longer votes: any other replica,
+/// as the topology's change then only drops `leaving`.
 async fn interrupted_move(
     topology: &Topology,
     shard: u64,
@@ -868,19 +881,15 @@ async fn interrupted_move(
             _ => None,
         })
         .collect();
-    let others = || {
-        info.replicas
-            .iter()
-            .copied()
-            .filter(|&node| node != leaving)
-    };
-    if let Some(joining) = others().find(|node| !voters.contains(node)) {
-        return Ok(Some(joining));
-    }
+    let mut others = info
+        .replicas
+        .iter()
+        .copied()
+        .filter(|&node| node != leaving);
     Ok(if voters.contains(&leaving) {
-        None
+        others.filter(|node| !voters.contains(node)).next_back()
     } else {
-        others().next_back()
+        others.next_back()
     })
 }
 

@@ -107,7 +107,15 @@ struct State {
     /// topology changes meanwhile must not close it.
     joining_metadata: bool,
     shards: BTreeMap<u64, Arc<Replica>>,
+    /// Replicas the topology no longer places here that still count this
+    /// node as a member, and since when (see [`ClusterNode::close_departed`]).
+    departing: BTreeMap<u64, tokio::time::Instant>,
 }
+
+/// How long a replica the topology no longer places here is kept open while
+/// its own membership still counts this node (its removal may never reach
+/// it: a leader stops replicating to a node it removed).
+const DEPARTURE_GRACE: Duration = Duration::from_secs(30);
 
 pub struct ClusterNode {
     pub identity: Identity,
@@ -320,24 +328,7 @@ impl ClusterNode {
                 self.write_state().shards.insert(shard.id, replica);
             }
         }
-        // Replicas the topology no longer places here have left their group
-        // (the admin changes Raft membership before the topology): close them.
-        let leaving: Vec<(u64, Arc<Replica>)> = self
-            .state()
-            .shards
-            .iter()
-            .filter(|(id, _)| {
-                topology
-                    .shards
-                    .get(id)
-                    .is_none_or(|shard| !shard.replicas.contains(&me))
-            })
-            .map(|(id, replica)| (*id, replica.clone()))
-            .collect();
-        for (id, replica) in leaving {
-            self.write_state().shards.remove(&id);
-            self.close_group(id, &replica).await;
-        }
+        self.close_departed(&topology).await;
         if topology.metadata_voters.contains(&me) {
             self.write_state().joining_metadata = false;
         } else if !self.state().joining_metadata {
@@ -348,6 +339,55 @@ impl ClusterNode {
         }
         self.write_state().topology = Some(Arc::new(topology));
         Ok(())
+    }
+
+    /// Closes the replicas `topology` no longer places here, deleting their
+    /// data, once they have left their group (the admin changes the Raft
+    /// membership before the topology). A replica whose own membership still
+    /// counts this node is kept, for [`DEPARTURE_GRACE`]: a node restarting
+    /// replays its metadata log and passes through older topologies, one of
+    /// which may not place a replica it hosts again by the newest; deleting
+    /// that replica's data would lose a voter's log (and a leader that had
+    /// counted its entries would find its log gone back).
+    async fn close_departed(&self, topology: &Topology) {
+        let me = self.identity.id;
+        let now = tokio::time::Instant::now();
+        let mut leaving = Vec::new();
+        {
+            let mut state = self.write_state();
+            let placed = |id: &u64| {
+                topology
+                    .shards
+                    .get(id)
+                    .is_some_and(|shard| shard.replicas.contains(&me))
+            };
+            let shards: Vec<(u64, Arc<Replica>)> = state
+                .shards
+                .iter()
+                .map(|(id, replica)| (*id, replica.clone()))
+                .collect();
+            state.departing.retain(|id, _| !placed(id));
+            for (id, replica) in shards {
+                if placed(&id) {
+                    continue;
+                }
+                let metrics = replica.group.metrics();
+                let member = metrics
+                    .membership_config
+                    .membership()
+                    .get_node(&me)
+                    .is_some();
+                let since = *state.departing.entry(id).or_insert(now);
+                if !member || now.duration_since(since) >= DEPARTURE_GRACE {
+                    state.shards.remove(&id);
+                    state.departing.remove(&id);
+                    leaving.push((id, replica));
+                }
+            }
+        }
+        for (id, replica) in leaving {
+            self.close_group(id, &replica).await;
+        }
     }
 
     fn group_dir(&self, group_id: u64) -> PathBuf {
@@ -367,6 +407,15 @@ impl ClusterNode {
                 tokio::task::spawn_blocking(move || std::fs::remove_dir_all(removed));
             }
             Err(error) => tracing::warn!(group = group_id, %error, "removing a left group's data"),
+        }
+        // The log and the snapshots are written through the log setup's file
+        // system, which in a simulation is a simulated disk, not the
+        // directory just renamed: delete what it still holds there.
+        let fs = &self.log.fs;
+        for part in ["log", "snapshot"] {
+            for file in fs.list(&dir.join(part)).unwrap_or_default() {
+                let _ = fs.remove(&file);
+            }
         }
         tracing::info!(group = group_id, "left the group");
     }
@@ -391,12 +440,6 @@ impl ClusterNode {
         Ok(())
     }
 
-    /// SLOTRAFT REPLACE-VOTER, on the leader of `group`: one step towards a
-    /// membership where node `to` votes instead of node `from`. Answers `+OK`
-    /// once that membership is committed; `-TRYAGAIN ...` after a step that
-    /// needs time (the caller asks again): handing leadership over when this
-    /// node is the one leaving, adding `to` as a learner, waiting for it to
-    /// catch up.
     /// `SLOTRAFT VOTERS`: the voters of `group` as its leader (this node)
     /// sees them, in id order; TRYAGAIN while a membership change is under
     /// way (a joint configuration).
@@ -423,6 +466,12 @@ impl ClusterNode {
         )
     }
 
+    /// SLOTRAFT REPLACE-VOTER, on the leader of `group`: one step towards a
+    /// membership where node `to` votes instead of node `from`. Answers `+OK`
+    /// once that membership is committed; `-TRYAGAIN ...` after a step that
+    /// needs time (the caller asks again): handing leadership over when this
+    /// node is the one leaving, adding `to` as a learner, waiting for it to
+    /// catch up.
     pub async fn replace_voter(&self, group: u64, from: u64, to: u64) -> Frame {
         let leading = if group == METADATA_GROUP {
             self.leading_metadata()
@@ -490,11 +539,18 @@ impl ClusterNode {
                 return Frame::error_owned(format!("TRYAGAIN learner at {matched} of {last}"));
             }
         }
+        let learner_leaving = !voters.contains(&from) && membership.get_node(&from).is_some();
         let mut next = voters;
         next.remove(&from);
         next.insert(to);
         let change = replica.group.raft.change_membership(next, false);
         match tokio::time::timeout(Duration::from_secs(3), change).await {
+            // A `from` that was only a learner when the change began is one
+            // still (the change drops former voters only): the next step
+            // removes it.
+            Ok(Ok(_)) if learner_leaving => {
+                Frame::error("TRYAGAIN the former learner is removed next")
+            }
             Ok(Ok(_)) => Frame::OK,
             Ok(Err(error)) => Frame::error_owned(format!("TRYAGAIN membership change: {error}")),
             Err(_) => Frame::error("TRYAGAIN membership change still in progress"),
@@ -748,7 +804,6 @@ impl ClusterNode {
         }
     }
 
-    /// SLOTRAFT PUT-LEADER on the metadata leader.
     /// `SLOTRAFT PUT-LEADER` on the metadata leader; elsewhere the
     /// `ERR NOTLEADER host:port` reply that names it, for the reporter to
     /// follow.
@@ -867,6 +922,14 @@ async fn metadata_round(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
             node.apply(topology).await?;
         } else {
             node.write_state().topology = Some(Arc::new(topology));
+        }
+    }
+    // Replicas kept after the topology stopped placing them: closed once
+    // they have left their group, or after the grace period.
+    if !node.state().departing.is_empty() {
+        if let Some(topology) = node.topology() {
+            let _applying = node.applying.lock().await;
+            node.close_departed(&topology).await;
         }
     }
     report_leadership(node).await

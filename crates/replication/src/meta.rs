@@ -6,7 +6,8 @@
 //! beside it: a change names the epoch it was computed from and is refused if
 //! another change came first, so concurrent admin operations cannot overwrite
 //! each other. Leaders are recorded with their Raft term and only ever move
-//! forward in term, so a late report from an old leader cannot win.
+//! forward in (term, node id), the order of openraft's leader ids, so a late
+//! report from an old leader cannot win.
 
 use crate::state_machine::ShardState;
 use crate::Op;
@@ -108,7 +109,7 @@ fn parse_record(text: &[u8]) -> Option<LeaderRecord> {
 }
 
 /// Applies a metadata op; the reply is `:1` when it took effect, `:0` when it
-/// was refused (stale epoch, older term).
+/// was refused (stale epoch, older leadership).
 pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
     match op {
         Op::PutTopology {

@@ -73,7 +73,7 @@ pub enum Op {
         topology: Bytes,
     },
     /// Metadata group: `node` leads shard `shard` in Raft term `term` (kept
-    /// only if newer than the recorded term).
+    /// only if later than the recorded leadership in (term, node) order).
     PutLeader { shard: u64, node: u64, term: u64 },
     /// Shard: set slots' migration state (0 serving, 1 frozen: writes
     /// answer TRYAGAIN, 2 gone: everything answers TRYAGAIN).

@@ -320,7 +320,11 @@ pub fn run(config: &Config) -> Report {
             changer.clone(),
         );
         sim.client("driver", async move {
-            let changes = tokio::spawn(membership.clone().run(groups.clone(), config.nodes));
+            let changes = tokio::spawn(membership.clone().run(
+                groups.clone(),
+                config.nodes,
+                config.spare > 0,
+            ));
             let outcome = drive(
                 &config,
                 workload_rng,
@@ -394,6 +398,11 @@ pub fn run(config: &Config) -> Report {
                 retired: &changer.retired,
             };
             if let Some(line) = host.apply(&event, config.nodes) {
+                // `SIM_DEBUG=1` prints faults and cluster changes as they
+                // happen (a run that panics prints no trace).
+                if std::env::var_os("SIM_DEBUG").is_some() {
+                    eprintln!("{:>6}ms FAULT {line}", at.as_millis());
+                }
                 applied.push(format!("{:>6}ms {line}", at.as_millis()));
             }
             if !later.is_empty() {
@@ -713,6 +722,9 @@ impl Migrations {
             log.done += 1;
         } else {
             log.failed += 1;
+        }
+        if std::env::var_os("SIM_DEBUG").is_some() {
+            eprintln!("{elapsed:>6}ms {line}");
         }
         log.lines.push(format!("{elapsed:>6}ms {line}"));
     }
@@ -1189,8 +1201,12 @@ impl Membership {
     }
 
     /// On a cluster, each change is made in every group the node is a
-    /// replica of (by the newest topology).
-    async fn run(self, groups: Groups, nodes: u64) {
+    /// replica of (by the newest topology); with `metadata_only`, in the
+    /// metadata group alone. A cluster whose replicas move (a spare node)
+    /// takes the shards' membership changes from the admin's moves: no
+    /// product command demotes a shard replica, and one demoted by hand
+    /// would look to `del-node` like the new replica of an interrupted move.
+    async fn run(self, groups: Groups, nodes: u64, metadata_only: bool) {
         let hosts: Vec<u64> = (1..=nodes).collect();
         loop {
             self.busy.store(true, Ordering::SeqCst);
@@ -1206,7 +1222,8 @@ impl Membership {
                     }
                 };
                 for (group, replicas) in &sets {
-                    if !replicas.contains(&node) {
+                    let excluded = metadata_only && *group != cluster::topology::METADATA_GROUP;
+                    if excluded || !replicas.contains(&node) {
                         continue;
                     }
                     let handles = groups.get(*group);

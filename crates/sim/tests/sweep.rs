@@ -164,7 +164,11 @@ fn seed_39_on_the_cluster_time_does_not_go_back_for_a_moved_key() {
 /// rerun: every other node now hosted the shard, so it found no node to
 /// move the replica to. It now resumes the interrupted move, to the
 /// replica the group does not count as a voter yet. Found when the cluster
-/// simulation started adding and deleting nodes.
+/// simulation started adding and deleting nodes. The same seed then found
+/// that a restarting node, replaying its metadata log, deleted the data of
+/// a replica an older topology did not place on it (see
+/// `ClusterNode::close_departed`), and its shard's leader panicked on the
+/// voter's log going back.
 #[test]
 fn seed_39_on_the_cluster_del_node_resumes_an_interrupted_move() {
     let report = run(&Config::on_cluster(39));
