@@ -887,7 +887,7 @@ async fn interrupted_move(
         .copied()
         .filter(|&node| node != leaving);
     Ok(if voters.contains(&leaving) {
-        others.filter(|node| !voters.contains(node)).next_back()
+        others.rfind(|node| !voters.contains(node))
     } else {
         others.next_back()
     })
