@@ -112,6 +112,22 @@ struct State {
     departing: BTreeMap<u64, tokio::time::Instant>,
 }
 
+/// Whether `replica`'s own membership still counts node `me`: a voter of
+/// its newest configuration (the new half of a joint one), or a learner. A
+/// voter being removed sees the joint configuration at most (its leader
+/// stops replicating to it once the final one is appended), whose new half
+/// leaves it out.
+fn counts_as_member(replica: &Replica, me: u64) -> bool {
+    let metrics = replica.group.metrics();
+    let membership = metrics.membership_config.membership();
+    let newest_votes = membership
+        .get_joint_config()
+        .last()
+        .is_some_and(|voters| voters.contains(&me));
+    let learner = membership.learner_ids().any(|id| id == me);
+    newest_votes || learner
+}
+
 /// How long a replica the topology no longer places here is kept open while
 /// its own membership still counts this node (its removal may never reach
 /// it: a leader stops replicating to a node it removed).
@@ -371,12 +387,7 @@ impl ClusterNode {
                 if placed(&id) {
                     continue;
                 }
-                let metrics = replica.group.metrics();
-                let member = metrics
-                    .membership_config
-                    .membership()
-                    .get_node(&me)
-                    .is_some();
+                let member = counts_as_member(&replica, me);
                 let since = *state.departing.entry(id).or_insert(now);
                 if !member || now.duration_since(since) >= DEPARTURE_GRACE {
                     state.shards.remove(&id);
