@@ -3,7 +3,7 @@
 //! broken builds are caught, which shows the checkers can fail: follower state
 //! read as if linearizable, and writes acknowledged before their commit.
 //!
-//! `SIM_SEEDS` (default 120) and `SIM_FROM` (default 1) size the sweep; a
+//! `SIM_SEEDS` (default 200) and `SIM_FROM` (default 1) size the sweep; a
 //! failing seed prints the one-line command that replays it.
 
 use sim::client::ReadMode;
@@ -71,7 +71,7 @@ fn a_budget_of_seeds_with_every_fault_passes_the_checkers() {
     budget(
         &Config::new(0),
         env_number("SIM_FROM", 1),
-        env_number("SIM_SEEDS", 120),
+        env_number("SIM_SEEDS", 200),
     );
 }
 
@@ -82,7 +82,7 @@ fn a_budget_of_seeds_on_the_real_node_passes_the_checkers() {
     budget(
         &Config::on_nodes(0),
         env_number("SIM_NODE_FROM", 1),
-        env_number("SIM_NODE_SEEDS", 40),
+        env_number("SIM_NODE_SEEDS", 60),
     );
 }
 
@@ -113,7 +113,7 @@ fn a_budget_of_seeds_on_the_cluster_passes_the_checkers() {
     budget(
         &Config::on_cluster(0),
         env_number("SIM_CLUSTER_FROM", 1),
-        env_number("SIM_CLUSTER_SEEDS", 24),
+        env_number("SIM_CLUSTER_SEEDS", 40),
     );
 }
 
