@@ -451,16 +451,21 @@ impl ClusterNode {
         Ok(())
     }
 
+    /// This node's replica of `group` (the metadata group or a shard) if it
+    /// leads it; otherwise the error that names the leader.
+    fn leading_group(&self, group: u64) -> Result<Arc<Replica>, Frame> {
+        if group == METADATA_GROUP {
+            self.leading_metadata()
+        } else {
+            self.leading_shard(group)
+        }
+    }
+
     /// `SLOTRAFT VOTERS`: the voters of `group` as its leader (this node)
     /// sees them, in id order; TRYAGAIN while a membership change is under
     /// way (a joint configuration).
     pub fn voters(&self, group: u64) -> Frame {
-        let leading = if group == METADATA_GROUP {
-            self.leading_metadata()
-        } else {
-            self.leading_shard(group)
-        };
-        let replica = match leading {
+        let replica = match self.leading_group(group) {
             Ok(replica) => replica,
             Err(not_leader) => return not_leader,
         };
@@ -484,12 +489,7 @@ impl ClusterNode {
     /// node is the one leaving, adding `to` as a learner, waiting for it to
     /// catch up.
     pub async fn replace_voter(&self, group: u64, from: u64, to: u64) -> Frame {
-        let leading = if group == METADATA_GROUP {
-            self.leading_metadata()
-        } else {
-            self.leading_shard(group)
-        };
-        let replica = match leading {
+        let replica = match self.leading_group(group) {
             Ok(replica) => replica,
             Err(not_leader) => return not_leader,
         };
