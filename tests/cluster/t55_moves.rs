@@ -97,10 +97,23 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
             .join("cluster")
             .join(format!("group-{group}"))
     };
-    wait_until("node 0 kept its copy of shard 1", || {
-        !group_dir(0, 1).exists()
+    let hosted = |index: usize| -> String {
+        let info: String = redis::cmd("INFO")
+            .arg("cluster")
+            .query(&mut cluster.client(index))
+            .unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix("slotraft_shards:"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    wait_until("node 0 kept its replica of shard 1", || {
+        !hosted(0).split(',').any(|shard| shard == "1")
     });
-    assert!(group_dir(0, 2).exists() && group_dir(3, 1).exists());
+    assert!(hosted(3).split(',').any(|shard| shard == "1"));
+    // The closed replica's vote and log stay on node 0 (a replica placed
+    // there again resumes from them).
+    assert!(group_dir(0, 1).exists() && group_dir(0, 2).exists() && group_dir(3, 1).exists());
     // Node 3 now hosts one follower and leads nothing; CLUSTER KEYSLOT is
     // still answered there (it reads no shard).
     let slot: i64 = redis::cmd("CLUSTER")
@@ -151,8 +164,48 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
         "node 0 holds no replica of shard 1"
     );
 
-    // Node 0 leaves: its two other replicas and its metadata vote move to
-    // node 3 (the only node without them), then it is shut down.
+    // Moving it back: node 0 resumes from the data it kept (its vote and
+    // log), catches up and votes again; node 3 closes its replica.
+    let back = admin(&[
+        "move-replica",
+        &cluster.address(2),
+        "--shard",
+        "1",
+        "--from",
+        &ids[3],
+        "--to",
+        &ids[0],
+    ]);
+    assert!(
+        back.contains(&format!(
+            "[OK] Shard 1's replica moved from node {} to node {}",
+            ids[3], ids[0]
+        )),
+        "{back}"
+    );
+    wait_until("node 3 kept its replica of shard 1", || {
+        hosted(3).is_empty() && hosted(0).split(',').any(|shard| shard == "1")
+    });
+    let mut expected: Vec<i64> = ids[..3].iter().map(|id| id.parse().unwrap()).collect();
+    expected.sort_unstable();
+    let mut voters = Vec::new();
+    wait_until("shard 1's leader to answer SLOTRAFT VOTERS again", || {
+        voters = (0..3)
+            .filter_map(|index| {
+                redis::cmd("SLOTRAFT")
+                    .arg("VOTERS")
+                    .arg(1)
+                    .query::<Vec<i64>>(&mut cluster.client(index))
+                    .ok()
+            })
+            .collect();
+        !voters.is_empty()
+    });
+    assert!(voters.iter().all(|set| *set == expected), "{voters:?}");
+
+    // Node 0 leaves: its three replicas and its metadata vote move to node
+    // 3 (the only node without them; shard 1's goes back there again), then
+    // it is shut down.
     let output = admin(&["del-node", &cluster.address(1), &ids[0]]);
     assert!(
         output.contains(&format!(

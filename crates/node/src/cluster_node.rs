@@ -357,14 +357,13 @@ impl ClusterNode {
         Ok(())
     }
 
-    /// Closes the replicas `topology` no longer places here, deleting their
-    /// data, once they have left their group (the admin changes the Raft
-    /// membership before the topology). A replica whose own membership still
-    /// counts this node is kept, for [`DEPARTURE_GRACE`]: a node restarting
-    /// replays its metadata log and passes through older topologies, one of
-    /// which may not place a replica it hosts again by the newest; deleting
-    /// that replica's data would lose a voter's log (and a leader that had
-    /// counted its entries would find its log gone back).
+    /// Closes the replicas `topology` no longer places here (their data
+    /// stays, see [`ClusterNode::close_group`]), once they have left their
+    /// group (the admin changes the Raft membership before the topology). A
+    /// replica whose own membership still counts this node is kept open, for
+    /// [`DEPARTURE_GRACE`]: a node restarting replays its metadata log and
+    /// passes through older topologies, one of which may not place a replica
+    /// it hosts again by the newest; closing it would take a voter away.
     async fn close_departed(&self, topology: &Topology) {
         let me = self.identity.id;
         let now = tokio::time::Instant::now();
@@ -405,29 +404,17 @@ impl ClusterNode {
         self.dir.join(format!("group-{group_id}"))
     }
 
-    /// Stops a replica that left its group and deletes its data.
+    /// Stops a replica that left its group. Its data stays on disk: Raft's
+    /// safety rests on every member's vote and log outliving its membership.
+    /// A node still following an older configuration that counts this one
+    /// (cut off while the membership changed) may stand for election; a
+    /// replica of the group placed here again must answer it with the vote
+    /// and log it had, not from empty storage (which would grant the vote,
+    /// or acknowledge a stale leader's entries, and let that node win or
+    /// commit without the group's real majority). A replica placed here
+    /// again resumes from this data and catches up like any lagging member.
     async fn close_group(&self, group_id: u64, replica: &Replica) {
         replica.close(&self.registry).await;
-        // Renamed first, so a replica of the same group placed here again
-        // starts from an empty directory while the old one is deleted.
-        let dir = self.group_dir(group_id);
-        let removed = self.dir.join(format!("group-{group_id}.removed"));
-        let _ = std::fs::remove_dir_all(&removed);
-        match std::fs::rename(&dir, &removed) {
-            Ok(()) => {
-                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(removed));
-            }
-            Err(error) => tracing::warn!(group = group_id, %error, "removing a left group's data"),
-        }
-        // The log and the snapshots are written through the log setup's file
-        // system, which in a simulation is a simulated disk, not the
-        // directory just renamed: delete what it still holds there.
-        let fs = &self.log.fs;
-        for part in ["log", "snapshot"] {
-            for file in fs.list(&dir.join(part)).unwrap_or_default() {
-                let _ = fs.remove(&file);
-            }
-        }
         tracing::info!(group = group_id, "left the group");
     }
 

@@ -291,6 +291,15 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                 "cluster_enabled",
                 &u8::from(config.cluster_enabled()),
             );
+            if let Some(node) = &shared.cluster {
+                // The shards this node hosts a replica of, in id order.
+                let hosted: Vec<String> = node
+                    .local_shards()
+                    .iter()
+                    .map(|replica| replica.group.id.to_string())
+                    .collect();
+                line(&mut out, "slotraft_shards", &hosted.join(","));
+            }
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");

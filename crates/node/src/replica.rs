@@ -42,11 +42,12 @@ pub struct Replica {
 impl Replica {
     /// Stops this replica for good (it left its group): its background tasks
     /// end, incoming Raft messages for its group are no longer served here,
-    /// and its Raft node shuts down. The caller removes its data.
+    /// and its Raft node shuts down; its files stay (see
+    /// `ClusterNode::close_group`).
     pub async fn close(&self, registry: &Registry) {
         self.stop.send_replace(true);
         registry.remove(self.group.id);
-        if let Err(error) = self.group.raft.shutdown().await {
+        if let Err(error) = self.group.close().await {
             tracing::warn!(group = self.group.id, %error, "closing a replica");
         }
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+use tracing::Instrument;
 
 use crate::log_store::fs::Fs;
 use crate::types::LogId;
@@ -112,6 +113,8 @@ pub struct ShardGroup {
     /// (the target is elected at once, without waiting for the lease to run
     /// out). A later term of its own leads normally again.
     handed_over_in: Arc<AtomicU64>,
+    /// Set by [`ShardGroup::close`]: no snapshot file is written after it.
+    closed: Arc<tokio::sync::Mutex<bool>>,
     /// When this replica last accepted an AppendEntries (heartbeats
     /// included), in milliseconds since `opened_at`.
     last_append_ms: Arc<AtomicU64>,
@@ -144,12 +147,17 @@ impl ShardGroup {
             state_machine.set_observer(observer);
         }
         let state = state_machine.state();
+        let closed = state_machine.closing();
         let network = NetworkFactory::new(
             client,
             options.group,
             Duration::from_millis(options.election_timeout_min_ms),
         );
+        // Openraft's tasks inherit this span (the runtime instruments what
+        // it spawns), so their logs name the node and the group.
+        let span = tracing::info_span!("raft", node = options.node_id, group = options.group);
         let raft = Raft::new(options.node_id, config, network, log.clone(), state_machine)
+            .instrument(span)
             .await
             .map_err(|error| io::Error::other(error.to_string()))?;
         let group = ShardGroup {
@@ -161,6 +169,7 @@ impl ShardGroup {
             snapshot_dir,
             fs: options.log_fs.clone(),
             handed_over_in: Arc::default(),
+            closed,
             last_append_ms: Arc::default(),
             opened_at: tokio::time::Instant::now(),
         };
@@ -206,6 +215,21 @@ impl ShardGroup {
     }
 
     /// A copy of the group's latest Raft metrics.
+    /// Stops this replica for good and leaves its files alone: Raft shut
+    /// down, no snapshot build or install writes any more, and every log
+    /// write queued has reached the files. The data stays (a replica of
+    /// the group placed on this node again resumes from it).
+    pub async fn close(&self) -> io::Result<()> {
+        let stopped = self
+            .raft
+            .shutdown()
+            .await
+            .map_err(|error| io::Error::other(error.to_string()));
+        *self.closed.lock().await = true;
+        self.log.settle().await?;
+        stopped
+    }
+
     pub fn metrics(&self) -> openraft::RaftMetrics<TypeConfig> {
         use openraft::async_runtime::WatchReceiver;
         self.raft.metrics().borrow_watched().clone()

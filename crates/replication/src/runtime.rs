@@ -90,7 +90,7 @@ impl AsyncRuntime for SeededTokio {
         T: Future + OptionalSend + 'static,
         T::Output: OptionalSend + 'static,
     {
-        Inner::spawn(future)
+        Inner::spawn(tracing::Instrument::in_current_span(future))
     }
 
     fn sleep(duration: Duration) -> Self::Sleep {

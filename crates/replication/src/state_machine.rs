@@ -121,6 +121,9 @@ pub struct StateMachine {
     fs: Arc<dyn Fs>,
     current: Option<(SnapshotMeta, PathBuf)>,
     observer: Option<Arc<dyn ApplyObserver>>,
+    /// Held while a snapshot file is written or installed; true once the
+    /// replica is closed (see [`StateMachine::closing`]).
+    closed: Arc<tokio::sync::Mutex<bool>>,
 }
 
 impl StateMachine {
@@ -169,7 +172,16 @@ impl StateMachine {
             fs,
             current,
             observer: None,
+            closed: Arc::new(tokio::sync::Mutex::new(false)),
         })
+    }
+
+    /// The flag that closes this state machine's snapshot directory: once it
+    /// is set (which waits for a snapshot build or install under way), no
+    /// build of this replica writes there any more, so the directory can be
+    /// opened again by a new replica of the group on this node.
+    pub fn closing(&self) -> Arc<tokio::sync::Mutex<bool>> {
+        self.closed.clone()
     }
 
     /// The shared state, for the node's read path.
@@ -418,6 +430,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             log_time_ms: state.log_time_ms,
             dir: self.dir.clone(),
             fs: self.fs.clone(),
+            closed: self.closed.clone(),
         }
     }
 
@@ -426,6 +439,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: SnapshotFile,
     ) -> Result<(), io::Error> {
+        let closed = self.closed.clone();
+        let closed = closed.lock().await;
+        if *closed {
+            return Err(io::Error::other("the replica is closed"));
+        }
         let (file_meta, log_time_ms, keyspace) =
             read_snapshot_file(snapshot.fs.as_ref(), &snapshot.path, &self.template)?;
         // The file says what it holds. Installing it under other metadata (say,
@@ -493,6 +511,7 @@ pub struct SnapshotBuilder {
     log_time_ms: u64,
     dir: PathBuf,
     fs: Arc<dyn Fs>,
+    closed: Arc<tokio::sync::Mutex<bool>>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -505,6 +524,13 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .keyspace
             .take()
             .ok_or_else(|| io::Error::other("snapshot builder used twice"))?;
+        // A build outlives its Raft node's shutdown: it must not write into
+        // the directory once the replica is closed.
+        let closed = self.closed.clone();
+        let closed = closed.lock().await;
+        if *closed {
+            return Err(io::Error::other("the replica is closed"));
+        }
         let index = self.meta.last_log_id.map(|id| id.index).unwrap_or(0);
         let tmp = self.dir.join(format!("build-{index}.tmp"));
         let fs = self.fs.as_ref();

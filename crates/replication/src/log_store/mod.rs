@@ -180,6 +180,10 @@ enum WriteOp {
         meta: Meta,
         done: Option<oneshot::Sender<io::Result<()>>>,
     },
+    /// Answered once every operation queued before it has reached the files.
+    Barrier {
+        done: oneshot::Sender<io::Result<()>>,
+    },
 }
 
 impl LogStore {
@@ -248,6 +252,13 @@ impl LogStore {
         self.send(make(done))?;
         wait.await
             .map_err(|_| io::Error::other("the log writer has stopped"))?
+    }
+
+    /// Waits until every write queued so far has reached the files (written,
+    /// not necessarily synced): after this, a log of a closed replica is
+    /// left alone and may be opened again.
+    pub async fn settle(&self) -> io::Result<()> {
+        self.send_and_wait(|done| WriteOp::Barrier { done }).await
     }
 
     /// Estimated heap bytes of the entries held in memory (not yet purged).
@@ -623,6 +634,9 @@ impl Disk {
                     if let Some(done) = done {
                         let _ = done.send(result);
                     }
+                }
+                WriteOp::Barrier { done } => {
+                    let _ = done.send(self.flush_pending());
                 }
             }
         }

@@ -13,6 +13,7 @@ use sim::sweep::sweep;
 const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--spare N] [--verbose]";
 
 fn main() -> ExitCode {
+    trace_from_env();
     match parse(std::env::args().skip(1).collect()) {
         Ok(options) => run(options),
         Err(error) => {
@@ -173,4 +174,31 @@ fn run(options: Options) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// `SIM_TRACE=FILTER` (a tracing filter such as `openraft=debug,node=info`)
+/// prints the nodes' logs, stamped with simulated time: for one seed at a
+/// time, to follow a failure.
+fn trace_from_env() {
+    let Ok(filter) = std::env::var("SIM_TRACE") else {
+        return;
+    };
+    struct SimTime;
+    impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+        fn format_time(
+            &self,
+            w: &mut tracing_subscriber::fmt::format::Writer<'_>,
+        ) -> std::fmt::Result {
+            match turmoil::sim_elapsed() {
+                Some(elapsed) => write!(w, "{:>9.3}", elapsed.as_secs_f64() * 1000.0),
+                None => write!(w, "        -"),
+            }
+        }
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_timer(SimTime)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .init();
 }
