@@ -210,6 +210,7 @@ fn may_run_long(state: &mut ShardState, request: &Request) -> bool {
                 }) && state.keyspace.script_may_run_long(arguments)
             })
         }
+        Op::Batch { parts } => parts.iter().any(|part| may_run_long(state, part)),
         _ => false,
     }
 }
@@ -223,6 +224,13 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             state.keyspace.active_expire_cycle(now_ms);
             Response::default()
         }
+        Op::Batch { parts } => Response {
+            parts: parts
+                .iter()
+                .map(|part| apply_request(state, part))
+                .collect(),
+            ..Response::default()
+        },
         Op::SlotState {
             slots,
             state: wanted,
@@ -248,8 +256,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             }
             Response {
                 replies: vec![Frame::OK],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::DropSlot { slots } => {
@@ -259,8 +266,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 .sum();
             Response {
                 replies: vec![Frame::Integer(dropped as i64)],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::Evict { keys } => {
@@ -270,8 +276,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 .count();
             Response {
                 replies: vec![Frame::Integer(evicted as i64)],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::PutTopology { .. } | Op::PutLeader { .. } => {
@@ -279,8 +284,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             let reply = crate::meta::apply(state, &mut context, &request.op);
             Response {
                 replies: vec![reply],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::Exec {
@@ -302,9 +306,8 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 state.keyspace.watch_fingerprint(context.db, key, now_ms) != *fingerprint
             }) {
                 return Response {
-                    replies: Vec::new(),
-                    block: None,
                     aborted: true,
+                    ..Response::default()
                 };
             }
             context.protocol = request.protocol();
@@ -340,7 +343,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response {
                 replies,
                 block: context.block.take(),
-                aborted: false,
+                ..Response::default()
             }
         }
     }
