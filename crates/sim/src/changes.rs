@@ -1,9 +1,10 @@
 //! The cluster's own changes while the faults run (cluster runs with spare
 //! nodes): the admin adds a spare node, moves shard replicas between nodes
-//! (to the spare and back), and late in the window deletes the spare again,
-//! which first moves its replicas away. Each change is the admin's own
-//! command (`add_node`, `move_replica`, `del_node`), as an operator would run
-//! it. A change a fault cut short is run again until it completes, first
+//! (to the spare and back), adds one shard (which the slot migrations then
+//! move workload slots into and out of), and late in the window deletes the
+//! spare again, which first moves its replicas away. Each change is the
+//! admin's own command (`add_node`, `move_replica`, `add_shard`,
+//! `del_node`), as an operator would run it. A change a fault cut short is run again until it completes, first
 //! during the faults and then after healing, as an operator would rerun it.
 
 use std::collections::BTreeSet;
@@ -42,7 +43,16 @@ impl Retired {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     AddNode(u64),
-    MoveReplica { shard: u64, from: u64, to: u64 },
+    MoveReplica {
+        shard: u64,
+        from: u64,
+        to: u64,
+    },
+    /// A new shard `id` (the next free id) with replicas on `nodes`.
+    AddShard {
+        id: u64,
+        nodes: Vec<u64>,
+    },
     DelNode(u64),
 }
 
@@ -56,6 +66,9 @@ pub struct Changer {
     pub founders: Vec<u64>,
     /// The hosts that start outside the cluster.
     pub spares: Vec<u64>,
+    /// Shards the cluster may grow to (by `add_shard`, once all spares
+    /// joined).
+    pub max_shards: usize,
     pub log: Migrations,
     pub retired: Retired,
     /// Held while a change runs: the membership faults wait meanwhile (an
@@ -124,6 +137,20 @@ impl Changer {
             }
         }
         let shards: Vec<u64> = topology.shards.keys().copied().collect();
+        let live: Vec<u64> = topology
+            .nodes
+            .keys()
+            .copied()
+            .filter(|node| !self.retired.contains(*node))
+            .collect();
+        if shards.len() < self.max_shards && live.len() >= 3 && rng.below(4) == 0 {
+            let mut nodes = live;
+            while nodes.len() > 3 {
+                nodes.remove(rng.below(nodes.len() as u64) as usize);
+            }
+            let id = shards.iter().max().copied().unwrap_or(0) + 1;
+            return Some(Change::AddShard { id, nodes });
+        }
         let shard = *pick(rng, &shards)?;
         let replicas = &topology.shards[&shard].replicas;
         let from = *pick(rng, replicas)?;
@@ -140,7 +167,7 @@ impl Changer {
     /// Runs one change with the admin's command; true when it completed.
     async fn perform(&self, change: &Change) -> bool {
         let _gate = self.gate.lock().await;
-        let Some((existing, _, _)) = newest_topology(&self.founders).await else {
+        let Some((existing, topology, _)) = newest_topology(&self.founders).await else {
             self.log.record(
                 false,
                 format!("{change:?}: no node answered with the topology"),
@@ -148,14 +175,21 @@ impl Changer {
             return false;
         };
         let run = async {
-            match *change {
+            match change {
+                // An earlier attempt got as far as the metadata: the shard
+                // exists (the admin's own wait for its leader was cut short).
+                Change::AddShard { id, .. } if topology.shards.contains_key(id) => Ok(()),
+                Change::AddShard { nodes, .. } => {
+                    node::admin::add_shard(&existing, nodes, rng_seed(nodes)).await
+                }
                 Change::AddNode(node) => {
-                    node::admin::add_node(&node_address(node), &existing).await
+                    node::admin::add_node(&node_address(*node), &existing).await
                 }
                 Change::MoveReplica { shard, from, to } => {
-                    node::admin::move_replica(&existing, shard, from, to).await
+                    node::admin::move_replica(&existing, *shard, *from, *to).await
                 }
                 Change::DelNode(node) => {
+                    let node = *node;
                     match node::admin::del_node(&existing, &node.to_string()).await {
                         // An earlier attempt removed it and was cut short
                         // before it shut the node down: an operator reading
@@ -186,6 +220,13 @@ impl Changer {
         self.log.record(done, line);
         done
     }
+}
+
+/// The seed `add_shard` names the shard from: fixed by the change.
+fn rng_seed(nodes: &[u64]) -> u64 {
+    nodes
+        .iter()
+        .fold(0x5107_5eed, |seed, node| seed * 31 + node)
 }
 
 fn pick<'a, T>(rng: &mut Rng, items: &'a [T]) -> Option<&'a T> {

@@ -301,6 +301,8 @@ pub fn run(config: &Config) -> Report {
         all: (1..=config.nodes).collect(),
         founders: (1..=config.nodes - config.spare).collect(),
         spares: (config.nodes - config.spare + 1..=config.nodes).collect(),
+        // One more shard than `create` makes, when spares join.
+        max_shards: if config.spare > 0 { 4 } else { 3 },
         log: Migrations::default(),
         retired: Retired::default(),
         gate: membership.gate.clone(),
