@@ -48,6 +48,18 @@ fn writer(urls: Vec<String>, stop: Arc<AtomicBool>) -> Vec<u64> {
     acknowledged
 }
 
+/// The shards member `index` hosts a replica of (INFO cluster).
+fn hosted(cluster: &Cluster, index: usize) -> String {
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query(&mut cluster.client(index))
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("slotraft_shards:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !done() {
@@ -97,20 +109,10 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
             .join("cluster")
             .join(format!("group-{group}"))
     };
-    let hosted = |index: usize| -> String {
-        let info: String = redis::cmd("INFO")
-            .arg("cluster")
-            .query(&mut cluster.client(index))
-            .unwrap();
-        info.lines()
-            .find_map(|line| line.strip_prefix("slotraft_shards:"))
-            .unwrap_or_default()
-            .to_string()
-    };
     wait_until("node 0 kept its replica of shard 1", || {
-        !hosted(0).split(',').any(|shard| shard == "1")
+        !hosted(&cluster, 0).split(',').any(|shard| shard == "1")
     });
-    assert!(hosted(3).split(',').any(|shard| shard == "1"));
+    assert!(hosted(&cluster, 3).split(',').any(|shard| shard == "1"));
     // The closed replica's vote and log stay on node 0 (a replica placed
     // there again resumes from them).
     assert!(group_dir(0, 1).exists() && group_dir(0, 2).exists() && group_dir(3, 1).exists());
@@ -155,6 +157,19 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
         !voters.is_empty()
     });
     assert!(voters.iter().all(|set| *set == expected), "{voters:?}");
+    // The new node restarts: it replays its metadata log from the cluster's
+    // first topology, which did not place shard 1 on it, and must still
+    // host its replica (a voter) afterwards.
+    cluster.kill(3);
+    cluster.spawn(3);
+    wait_until("node 3 hosts shard 1 again after its restart", || {
+        hosted(&cluster, 3).split(',').any(|shard| shard == "1")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        hosted(&cluster, 3).split(',').any(|shard| shard == "1"),
+        "node 3 closed its replica of shard 1 after its restart"
+    );
     let refused = redis::cmd("SLOTRAFT")
         .arg("VOTERS")
         .arg(1)
@@ -184,7 +199,7 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
         "{back}"
     );
     wait_until("node 3 kept its replica of shard 1", || {
-        hosted(3).is_empty() && hosted(0).split(',').any(|shard| shard == "1")
+        hosted(&cluster, 3).is_empty() && hosted(&cluster, 0).split(',').any(|shard| shard == "1")
     });
     let mut expected: Vec<i64> = ids[..3].iter().map(|id| id.parse().unwrap()).collect();
     expected.sort_unstable();
