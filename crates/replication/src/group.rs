@@ -113,9 +113,6 @@ pub struct ShardGroup {
     /// (the target is elected at once, without waiting for the lease to run
     /// out). A later term of its own leads normally again.
     handed_over_in: Arc<AtomicU64>,
-    /// Client writes waiting for the group's batcher (see
-    /// [`ShardGroup::propose`]).
-    pub(crate) proposals: tokio::sync::mpsc::UnboundedSender<crate::serve::Queued>,
     /// Set by [`ShardGroup::close`]: no snapshot file is written after it.
     closed: Arc<tokio::sync::Mutex<bool>>,
     /// When this replica last accepted an AppendEntries (heartbeats
@@ -163,10 +160,7 @@ impl ShardGroup {
             .instrument(span)
             .await
             .map_err(|error| io::Error::other(error.to_string()))?;
-        let (proposals, queue) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(crate::serve::batch_proposals(raft.clone(), queue));
         let group = ShardGroup {
-            proposals,
             id: options.group,
             node_id: options.node_id,
             raft,

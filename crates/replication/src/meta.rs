@@ -162,8 +162,7 @@ pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
         | Op::ExpireTick
         | Op::SlotState { .. }
         | Op::DropSlot { .. }
-        | Op::Evict { .. }
-        | Op::Batch { .. } => Frame::error("ERR not a metadata operation"),
+        | Op::Evict { .. } => Frame::error("ERR not a metadata operation"),
     }
 }
 

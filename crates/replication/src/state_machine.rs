@@ -210,7 +210,6 @@ fn may_run_long(state: &mut ShardState, request: &Request) -> bool {
                 }) && state.keyspace.script_may_run_long(arguments)
             })
         }
-        Op::Batch { parts } => parts.iter().any(|part| may_run_long(state, part)),
         _ => false,
     }
 }
@@ -224,13 +223,6 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             state.keyspace.active_expire_cycle(now_ms);
             Response::default()
         }
-        Op::Batch { parts } => Response {
-            parts: parts
-                .iter()
-                .map(|part| apply_request(state, part))
-                .collect(),
-            ..Response::default()
-        },
         Op::SlotState {
             slots,
             state: wanted,
@@ -256,7 +248,8 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             }
             Response {
                 replies: vec![Frame::OK],
-                ..Response::default()
+                block: None,
+                aborted: false,
             }
         }
         Op::DropSlot { slots } => {
@@ -266,7 +259,8 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 .sum();
             Response {
                 replies: vec![Frame::Integer(dropped as i64)],
-                ..Response::default()
+                block: None,
+                aborted: false,
             }
         }
         Op::Evict { keys } => {
@@ -276,7 +270,8 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 .count();
             Response {
                 replies: vec![Frame::Integer(evicted as i64)],
-                ..Response::default()
+                block: None,
+                aborted: false,
             }
         }
         Op::PutTopology { .. } | Op::PutLeader { .. } => {
@@ -284,7 +279,8 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             let reply = crate::meta::apply(state, &mut context, &request.op);
             Response {
                 replies: vec![reply],
-                ..Response::default()
+                block: None,
+                aborted: false,
             }
         }
         Op::Exec {
@@ -306,8 +302,9 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 state.keyspace.watch_fingerprint(context.db, key, now_ms) != *fingerprint
             }) {
                 return Response {
+                    replies: Vec::new(),
+                    block: None,
                     aborted: true,
-                    ..Response::default()
                 };
             }
             context.protocol = request.protocol();
@@ -343,7 +340,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response {
                 replies,
                 block: context.block.take(),
-                ..Response::default()
+                aborted: false,
             }
         }
     }

@@ -92,40 +92,6 @@ pub enum Op {
         commands: Vec<Vec<Bytes>>,
         watched: Vec<(Bytes, Bytes)>,
     },
-    /// Several clients' writes proposed together (see
-    /// `ShardGroup::propose`): each applies in order as if it were an entry
-    /// of its own, at the batch's time; the response carries one
-    /// [`Response`] per part.
-    Batch { parts: Vec<Request> },
-}
-
-impl Op {
-    /// Bytes of the arguments and keys the operation carries.
-    pub fn payload_bytes(&self) -> usize {
-        match self {
-            Op::Exec { commands, .. } | Op::ExecOutOfMemory { commands, .. } => commands
-                .iter()
-                .flatten()
-                .map(|argument| argument.len())
-                .sum(),
-            Op::Evict { keys } => keys.iter().map(|(_, key)| key.len()).sum(),
-            Op::Batch { parts } => parts.iter().map(|part| part.op.payload_bytes()).sum(),
-            Op::PutTopology { topology, .. } => topology.len(),
-            _ => 0,
-        }
-    }
-
-    /// Arguments and keys the operation carries.
-    pub fn payload_items(&self) -> usize {
-        match self {
-            Op::Exec { commands, .. } | Op::ExecOutOfMemory { commands, .. } => {
-                commands.iter().map(Vec::len).sum()
-            }
-            Op::Evict { keys } => keys.len(),
-            Op::Batch { parts } => parts.iter().map(|part| part.op.payload_items()).sum(),
-            _ => 0,
-        }
-    }
 }
 
 impl Request {
@@ -163,9 +129,6 @@ impl fmt::Display for Request {
             }
             Op::DropSlot { slots } => write!(formatter, "drop-slot {} slots", slots.len()),
             Op::Evict { keys } => write!(formatter, "evict {} keys", keys.len()),
-            Op::Batch { parts } => {
-                write!(formatter, "batch parts={} t={}", parts.len(), self.now_ms)
-            }
         }
     }
 }
@@ -182,8 +145,6 @@ pub struct Response {
     pub block: Option<keyspace::BlockOn>,
     /// A WATCHed key had changed: nothing ran (local, never serialized).
     pub aborted: bool,
-    /// An [`Op::Batch`]'s responses, one per part (local, never serialized).
-    pub parts: Vec<Response>,
 }
 
 impl Serialize for Response {
@@ -212,7 +173,8 @@ impl<'de> Deserialize<'de> for Response {
         }
         Ok(Response {
             replies,
-            ..Response::default()
+            block: None,
+            aborted: false,
         })
     }
 }

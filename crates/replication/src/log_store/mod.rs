@@ -125,11 +125,24 @@ fn entry_bytes(entry: &Entry) -> u64 {
     const ENTRY_OVERHEAD: u64 = 128;
     const ARGUMENT_OVERHEAD: u64 = 40;
     match &entry.payload {
-        openraft::EntryPayload::Normal(request) => {
-            ENTRY_OVERHEAD
-                + request.op.payload_bytes() as u64
-                + request.op.payload_items() as u64 * ARGUMENT_OVERHEAD
-        }
+        openraft::EntryPayload::Normal(request) => match &request.op {
+            crate::Op::Exec { commands, .. } | crate::Op::ExecOutOfMemory { commands, .. } => {
+                ENTRY_OVERHEAD
+                    + commands
+                        .iter()
+                        .flatten()
+                        .map(|argument| argument.len() as u64 + ARGUMENT_OVERHEAD)
+                        .sum::<u64>()
+            }
+            crate::Op::Evict { keys } => {
+                ENTRY_OVERHEAD
+                    + keys
+                        .iter()
+                        .map(|(_, key)| key.len() as u64 + ARGUMENT_OVERHEAD)
+                        .sum::<u64>()
+            }
+            _ => ENTRY_OVERHEAD,
+        },
         _ => ENTRY_OVERHEAD,
     }
 }
