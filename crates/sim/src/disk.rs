@@ -242,6 +242,52 @@ impl Fs for SimDisk {
 mod tests {
     use super::*;
 
+    /// A vote saved after an append (a founder's first election after its
+    /// membership entry) must not survive a crash that loses the entry: a
+    /// replica with a vote and no membership can never initialize again.
+    #[tokio::test]
+    async fn a_saved_vote_never_outlives_the_entries_appended_before_it() {
+        use openraft::entry::RaftEntry;
+        use openraft::storage::{IOFlushed, RaftLogReader, RaftLogStorage};
+        use openraft::type_config::TypeConfigExt;
+        use replication::log_store::{LogStore, LogStoreOptions, WriterMode};
+        use replication::types::{Entry, Vote};
+        use replication::TypeConfig;
+
+        let disk = Arc::new(SimDisk::default());
+        disk.set_sync_latency(Duration::from_millis(10));
+        let dir = Path::new("/g/log");
+        let options = LogStoreOptions {
+            fs: disk.clone(),
+            writer: WriterMode::Task,
+            ..LogStoreOptions::default()
+        };
+        let mut store = LogStore::open(dir, options.clone()).await.unwrap();
+        let membership = openraft::Membership::new_with_defaults(
+            vec![std::collections::BTreeSet::from([1u64])],
+            [],
+        );
+        let entry =
+            Entry::new_membership(openraft::testing::log_id::<TypeConfig>(0, 1, 0), membership);
+        let (sender, _flushed) = TypeConfig::oneshot();
+        store
+            .append(vec![entry], IOFlushed::signal(sender))
+            .await
+            .unwrap();
+        let vote = Vote::new(1, 1);
+        store.save_vote(&vote).await.unwrap();
+        disk.crash(&mut Rng::new(1), false);
+        drop(store);
+        let mut store = LogStore::open(dir, options).await.unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+        let entries = store.try_get_log_entries(..).await.unwrap();
+        assert_eq!(
+            entries.len(),
+            1,
+            "the vote survived, its membership entry did not"
+        );
+    }
+
     #[test]
     fn a_crash_keeps_synced_bytes_and_loses_the_rest() {
         let disk = SimDisk::default();

@@ -209,6 +209,22 @@ fn seeds_4155_2275_8913_1736_1042_on_the_cluster_a_returning_replica_keeps_its_v
     }
 }
 
+/// A shard added while its first replica's node crashed 12 ms after it
+/// formed the group: the log writer had made the founder's vote (for its
+/// first election) durable before the membership entry appended ahead of
+/// it, the crash kept the vote and lost the entry, and openraft then counted
+/// the replica initialized (a vote of term 1) with no members: the shard
+/// never elected a leader. A saved vote or committed index now waits for
+/// the entries appended before it. Found by the cluster sweep once it added
+/// a shard under faults.
+#[test]
+fn seeds_372_686_on_the_cluster_a_crashed_founder_still_forms_its_shard() {
+    for seed in [372, 686] {
+        let report = run(&Config::on_cluster(seed));
+        assert!(report.passed(), "seed {seed} on the cluster: {report:?}");
+    }
+}
+
 /// A shard's second leader of one Raft term (openraft orders leaders by term,
 /// then node id) had its leadership report refused by the metadata group,
 /// which kept the first one: every node but the leaders' own sent that

@@ -630,7 +630,22 @@ impl Disk {
                     let _ = done.send(self.purge(index, &meta));
                 }
                 WriteOp::SaveMeta { meta, done } => {
-                    let result = self.save_meta(&meta);
+                    // Entries appended before this are made durable first:
+                    // what is saved never gets ahead of the log issued
+                    // before it. A group's founder appends its membership
+                    // entry and then saves its vote for the first election;
+                    // a crash that kept the vote but lost the entry left a
+                    // replica that openraft calls initialized (a vote of a
+                    // later term) with no membership, so the group never
+                    // formed (cluster simulation, seeds 372 and 686).
+                    let mut result = Ok(());
+                    if failure.is_none() {
+                        if let Err(error) = self.sync_current() {
+                            result = Err(io::Error::new(error.kind(), error.to_string()));
+                            failure = Some(error);
+                        }
+                    }
+                    let result = result.and_then(|()| self.save_meta(&meta));
                     if let Some(done) = done {
                         let _ = done.send(result);
                     }
