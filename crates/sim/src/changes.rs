@@ -71,6 +71,8 @@ pub struct Changer {
     pub max_shards: usize,
     pub log: Migrations,
     pub retired: Retired,
+    /// The highest topology epoch the changes have seen.
+    pub highest_epoch: Arc<std::sync::atomic::AtomicU64>,
     /// Held while a change runs: the membership faults wait meanwhile (an
     /// operator makes one membership change at a time).
     pub gate: Arc<tokio::sync::Mutex<()>>,
@@ -125,6 +127,7 @@ impl Changer {
     /// The next change, drawn from the newest topology.
     async fn next(&self, retiring: bool, rng: &mut Rng) -> Option<Change> {
         let (_, topology, _) = newest_topology(&self.all).await?;
+        self.saw(topology.epoch);
         for &spare in &self.spares {
             if self.retired.contains(spare) {
                 continue;
@@ -164,9 +167,17 @@ impl Changer {
         Some(Change::MoveReplica { shard, from, to })
     }
 
+    fn saw(&self, epoch: u64) {
+        self.highest_epoch
+            .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Runs one change with the admin's command; true when it completed.
     async fn perform(&self, change: &Change) -> bool {
         let _gate = self.gate.lock().await;
+        let highest = self
+            .highest_epoch
+            .load(std::sync::atomic::Ordering::Relaxed);
         let Some((existing, topology, _)) = newest_topology(&self.founders).await else {
             self.log.record(
                 false,
@@ -174,6 +185,7 @@ impl Changer {
             );
             return false;
         };
+        self.saw(topology.epoch);
         let run = async {
             match change {
                 // An earlier attempt got as far as the metadata: the shard
@@ -193,9 +205,12 @@ impl Changer {
                     match node::admin::del_node(&existing, &node.to_string()).await {
                         // An earlier attempt removed it and was cut short
                         // before it shut the node down: an operator reading
-                        // this shuts it down by hand.
+                        // this shuts it down by hand, once every node agrees
+                        // (the node asked may have restarted and be replaying
+                        // an older topology that never listed it).
                         Err(error)
-                            if error.to_string() == format!("no node {node} in the cluster") =>
+                            if error.to_string() == format!("no node {node} in the cluster")
+                                && removal_agreed(&self.founders, node, highest).await =>
                         {
                             let address = node_address(node);
                             let shutdown = node::resp_client::call(&address, &[b"SHUTDOWN"]);
@@ -220,6 +235,17 @@ impl Changer {
         self.log.record(done, line);
         done
     }
+}
+
+/// Whether every node the newest topology lists answers with it, it is at
+/// least as new as any the changes saw (nodes that restarted replay older
+/// ones for a while), and it does not list `node`.
+async fn removal_agreed(founders: &[u64], node: u64, highest: u64) -> bool {
+    matches!(
+        newest_topology(founders).await,
+        Some((_, topology, true))
+            if topology.epoch >= highest && !topology.nodes.contains_key(&node)
+    )
 }
 
 /// The seed `add_shard` names the shard from: fixed by the change.

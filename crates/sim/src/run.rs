@@ -305,6 +305,7 @@ pub fn run(config: &Config) -> Report {
         max_shards: if config.spare > 0 { 4 } else { 3 },
         log: Migrations::default(),
         retired: Retired::default(),
+        highest_epoch: Arc::default(),
         gate: membership.gate.clone(),
     };
     {
@@ -1054,10 +1055,19 @@ async fn finish_migrations(nodes: &[u64], log: &Migrations) -> Result<(), String
             }
         }
         if tokio::time::Instant::now() > deadline {
+            let mut epochs = Vec::new();
+            for node in nodes {
+                let epoch = newest_topology(&[*node])
+                    .await
+                    .map(|(_, topology, _)| topology.epoch);
+                epochs.push(format!("node{node}: {epoch:?}"));
+            }
             let state = newest.map(|(_, topology, agreed)| {
                 format!(
-                    "epoch {} (all nodes agree: {agreed}), migrations {:?}",
-                    topology.epoch, topology.migrations
+                    "epoch {} (all nodes agree: {agreed}; {}), migrations {:?}",
+                    topology.epoch,
+                    epochs.join(", "),
+                    topology.migrations
                 )
             });
             return Err(format!(

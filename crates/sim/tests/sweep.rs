@@ -225,6 +225,19 @@ fn seeds_372_686_on_the_cluster_a_crashed_founder_still_forms_its_shard() {
     }
 }
 
+/// The simulation's own bug: all three founders had just restarted and were
+/// replaying their metadata logs, so the newest topology any of them showed
+/// predated the spare node; `del_node` answered "no node 4 in the cluster",
+/// which the simulation took for a removal already done and shut the spare
+/// down for good while the cluster still placed two replicas on it. That
+/// shortcut now needs every node to agree on a topology at least as new as
+/// any seen before.
+#[test]
+fn seed_4117_on_the_cluster_a_replaying_cluster_is_not_taken_for_a_finished_del_node() {
+    let report = run(&Config::on_cluster(4117));
+    assert!(report.passed(), "seed 4117 on the cluster: {report:?}");
+}
+
 /// A shard's second leader of one Raft term (openraft orders leaders by term,
 /// then node id) had its leadership report refused by the metadata group,
 /// which kept the first one: every node but the leaders' own sent that
