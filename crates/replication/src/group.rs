@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tracing::Instrument;
 
 use crate::log_store::fs::Fs;
 use crate::types::LogId;
@@ -18,6 +17,7 @@ use openraft::raft::AppendEntriesResponse;
 use openraft::{Config, SnapshotPolicy};
 use rpc::{IncomingChunks, RaftHandler, RpcClient, RpcKind};
 use serde::Serialize;
+use tracing::Instrument;
 
 use crate::codec;
 use crate::log_store::{LogStore, LogStoreOptions, WriterMode};
@@ -214,7 +214,6 @@ impl ShardGroup {
         let _ = self.raft.trigger().transfer_leader(to).await;
     }
 
-    /// A copy of the group's latest Raft metrics.
     /// Stops this replica for good and leaves its files alone: Raft shut
     /// down, no snapshot build or install writes any more, and every log
     /// write queued has reached the files. The data stays (a replica of
@@ -230,6 +229,7 @@ impl ShardGroup {
         stopped
     }
 
+    /// A copy of the group's latest Raft metrics.
     pub fn metrics(&self) -> openraft::RaftMetrics<TypeConfig> {
         use openraft::async_runtime::WatchReceiver;
         self.raft.metrics().borrow_watched().clone()
