@@ -1,6 +1,6 @@
 //! Replicas move between nodes online: a shard's replica moves to a new node
-//! (`move-replica`, Raft learner, then voter, then the old copy is deleted),
-//! and a node that holds replicas and a metadata vote leaves (`del-node`
+//! (`move-replica`, Raft learner, then voter, then the old copy is closed,
+//! its data kept), survives that node's restart, and moves back; a node that holds replicas and a metadata vote leaves (`del-node`
 //! moves both first), all while a client keeps writing. Afterwards every
 //! acknowledged write is readable, and the moved replicas vote: with one of
 //! the original nodes killed, every shard still takes writes only because the
@@ -48,8 +48,9 @@ fn writer(urls: Vec<String>, stop: Arc<AtomicBool>) -> Vec<u64> {
     acknowledged
 }
 
-/// The shards member `index` hosts a replica of (INFO cluster).
-fn hosted(cluster: &Cluster, index: usize) -> String {
+/// The shards member `index` hosts a replica of (`slotraft_shards` in INFO
+/// cluster).
+fn hosted(cluster: &Cluster, index: usize) -> Vec<u64> {
     let info: String = redis::cmd("INFO")
         .arg("cluster")
         .query(&mut cluster.client(index))
@@ -57,7 +58,53 @@ fn hosted(cluster: &Cluster, index: usize) -> String {
     info.lines()
         .find_map(|line| line.strip_prefix("slotraft_shards:"))
         .unwrap_or_default()
-        .to_string()
+        .split(',')
+        .filter_map(|shard| shard.parse().ok())
+        .collect()
+}
+
+/// `slotraft cluster move-replica` of shard 1 from node `from` to node
+/// `to` (ids), through member `via`; checks it reports success.
+fn move_shard_1(cluster: &Cluster, via: usize, from: &str, to: &str) -> String {
+    let output = admin(&[
+        "move-replica",
+        &cluster.address(via),
+        "--shard",
+        "1",
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    assert!(
+        output.contains(&format!(
+            "[OK] Shard 1's replica moved from node {from} to node {to}"
+        )) || output.contains("already holds"),
+        "{output}"
+    );
+    output
+}
+
+/// Waits until one of `members` leads shard 1 and answers SLOTRAFT VOTERS
+/// (the others name the leader instead), then checks the voters are `ids`.
+fn expect_shard_1_voters(cluster: &Cluster, members: std::ops::Range<usize>, ids: &[String]) {
+    let mut expected: Vec<i64> = ids.iter().map(|id| id.parse().unwrap()).collect();
+    expected.sort_unstable();
+    let mut voters = Vec::new();
+    wait_until("shard 1's leader to answer SLOTRAFT VOTERS", || {
+        voters = members
+            .clone()
+            .filter_map(|index| {
+                redis::cmd("SLOTRAFT")
+                    .arg("VOTERS")
+                    .arg(1)
+                    .query::<Vec<i64>>(&mut cluster.client(index))
+                    .ok()
+            })
+            .collect();
+        !voters.is_empty()
+    });
+    assert!(voters.iter().all(|set| *set == expected), "{voters:?}");
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
@@ -85,23 +132,8 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
 
     // Node 0 is shard 1's preferred leader: its replica moves to the new node
     // (leadership is handed over first when node 0 leads).
-    let output = admin(&[
-        "move-replica",
-        &cluster.address(1),
-        "--shard",
-        "1",
-        "--from",
-        &ids[0],
-        "--to",
-        &ids[3],
-    ]);
-    assert!(
-        output.contains(&format!(
-            "[OK] Shard 1's replica moved from node {} to node {}",
-            ids[0], ids[3]
-        )),
-        "{output}"
-    );
+    let output = move_shard_1(&cluster, 1, &ids[0], &ids[3]);
+    assert!(output.contains("[OK] Shard 1's replica moved"), "{output}");
     let group_dir = |index: usize, group: u64| {
         cluster.members[index]
             .dir
@@ -110,9 +142,9 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
             .join(format!("group-{group}"))
     };
     wait_until("node 0 kept its replica of shard 1", || {
-        !hosted(&cluster, 0).split(',').any(|shard| shard == "1")
+        !hosted(&cluster, 0).contains(&1)
     });
-    assert!(hosted(&cluster, 3).split(',').any(|shard| shard == "1"));
+    assert!(hosted(&cluster, 3).contains(&1));
     // The closed replica's vote and log stay on node 0 (a replica placed
     // there again resumes from them).
     assert!(group_dir(0, 1).exists() && group_dir(0, 2).exists() && group_dir(3, 1).exists());
@@ -125,49 +157,24 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
         .unwrap();
     assert_eq!(slot, 11058);
     // Moving it again finds the work done.
-    let again = admin(&[
-        "move-replica",
-        &cluster.address(2),
-        "--shard",
-        "1",
-        "--from",
-        &ids[0],
-        "--to",
-        &ids[3],
-    ]);
+    let again = move_shard_1(&cluster, 2, &ids[0], &ids[3]);
     assert!(again.contains("already holds"), "{again}");
     // So does adding the new node again.
     let again = admin(&["add-node", &cluster.address(extra), &cluster.address(1)]);
     assert!(again.contains("already part of the cluster"), "{again}");
-    // Shard 1's leader counts the new node, not node 0, among its voters;
-    // the other replicas name the leader instead.
-    let mut expected: Vec<i64> = ids[1..].iter().map(|id| id.parse().unwrap()).collect();
-    expected.sort_unstable();
-    let mut voters = Vec::new();
-    wait_until("shard 1's leader to answer SLOTRAFT VOTERS", || {
-        voters = (1..4)
-            .filter_map(|index| {
-                redis::cmd("SLOTRAFT")
-                    .arg("VOTERS")
-                    .arg(1)
-                    .query::<Vec<i64>>(&mut cluster.client(index))
-                    .ok()
-            })
-            .collect();
-        !voters.is_empty()
-    });
-    assert!(voters.iter().all(|set| *set == expected), "{voters:?}");
+    // Shard 1's leader counts the new node, not node 0, among its voters.
+    expect_shard_1_voters(&cluster, 1..4, &ids[1..]);
     // The new node restarts: it replays its metadata log from the cluster's
     // first topology, which did not place shard 1 on it, and must still
     // host its replica (a voter) afterwards.
     cluster.kill(3);
     cluster.spawn(3);
     wait_until("node 3 hosts shard 1 again after its restart", || {
-        hosted(&cluster, 3).split(',').any(|shard| shard == "1")
+        hosted(&cluster, 3).contains(&1)
     });
     std::thread::sleep(Duration::from_millis(500));
     assert!(
-        hosted(&cluster, 3).split(',').any(|shard| shard == "1"),
+        hosted(&cluster, 3).contains(&1),
         "node 3 closed its replica of shard 1 after its restart"
     );
     let refused = redis::cmd("SLOTRAFT")
@@ -181,42 +188,11 @@ fn replicas_and_a_metadata_vote_move_between_nodes_online() {
 
     // Moving it back: node 0 resumes from the data it kept (its vote and
     // log), catches up and votes again; node 3 closes its replica.
-    let back = admin(&[
-        "move-replica",
-        &cluster.address(2),
-        "--shard",
-        "1",
-        "--from",
-        &ids[3],
-        "--to",
-        &ids[0],
-    ]);
-    assert!(
-        back.contains(&format!(
-            "[OK] Shard 1's replica moved from node {} to node {}",
-            ids[3], ids[0]
-        )),
-        "{back}"
-    );
+    move_shard_1(&cluster, 2, &ids[3], &ids[0]);
     wait_until("node 3 kept its replica of shard 1", || {
-        hosted(&cluster, 3).is_empty() && hosted(&cluster, 0).split(',').any(|shard| shard == "1")
+        hosted(&cluster, 3).is_empty() && hosted(&cluster, 0).contains(&1)
     });
-    let mut expected: Vec<i64> = ids[..3].iter().map(|id| id.parse().unwrap()).collect();
-    expected.sort_unstable();
-    let mut voters = Vec::new();
-    wait_until("shard 1's leader to answer SLOTRAFT VOTERS again", || {
-        voters = (0..3)
-            .filter_map(|index| {
-                redis::cmd("SLOTRAFT")
-                    .arg("VOTERS")
-                    .arg(1)
-                    .query::<Vec<i64>>(&mut cluster.client(index))
-                    .ok()
-            })
-            .collect();
-        !voters.is_empty()
-    });
-    assert!(voters.iter().all(|set| *set == expected), "{voters:?}");
+    expect_shard_1_voters(&cluster, 0..3, &ids[..3]);
 
     // Node 0 leaves: its three replicas and its metadata vote move to node
     // 3 (the only node without them; shard 1's goes back there again), then

@@ -439,11 +439,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: SnapshotFile,
     ) -> Result<(), io::Error> {
-        let closed = self.closed.clone();
-        let closed = closed.lock().await;
-        if *closed {
-            return Err(io::Error::other("the replica is closed"));
-        }
+        let _open = still_open(&self.closed).await?;
         let (file_meta, log_time_ms, keyspace) =
             read_snapshot_file(snapshot.fs.as_ref(), &snapshot.path, &self.template)?;
         // The file says what it holds. Installing it under other metadata (say,
@@ -526,11 +522,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .ok_or_else(|| io::Error::other("snapshot builder used twice"))?;
         // A build outlives its Raft node's shutdown: it must not write into
         // the directory once the replica is closed.
-        let closed = self.closed.clone();
-        let closed = closed.lock().await;
-        if *closed {
-            return Err(io::Error::other("the replica is closed"));
-        }
+        let _open = still_open(&self.closed).await?;
         let index = self.meta.last_log_id.map(|id| id.index).unwrap_or(0);
         let tmp = self.dir.join(format!("build-{index}.tmp"));
         let fs = self.fs.as_ref();
@@ -546,6 +538,18 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             },
         })
     }
+}
+
+/// Holds the snapshot directory for a build or an install, unless the
+/// replica is closed (see [`StateMachine::closing`]).
+async fn still_open(
+    closed: &Arc<tokio::sync::Mutex<bool>>,
+) -> io::Result<tokio::sync::OwnedMutexGuard<bool>> {
+    let guard = closed.clone().lock_owned().await;
+    if *guard {
+        return Err(io::Error::other("the replica is closed"));
+    }
+    Ok(guard)
 }
 
 /// Writes a complete snapshot file and fsyncs it.

@@ -638,14 +638,18 @@ impl Disk {
                     // replica that openraft calls initialized (a vote of a
                     // later term) with no membership, so the group never
                     // formed (cluster simulation, seeds 372 and 686).
-                    let mut result = Ok(());
-                    if failure.is_none() {
-                        if let Err(error) = self.sync_current() {
-                            result = Err(io::Error::new(error.kind(), error.to_string()));
+                    let synced = match failure {
+                        Some(_) => Ok(()),
+                        None => self.sync_current(),
+                    };
+                    let result = match synced {
+                        Ok(()) => self.save_meta(&meta),
+                        Err(error) => {
+                            let reported = io::Error::new(error.kind(), error.to_string());
                             failure = Some(error);
+                            Err(reported)
                         }
-                    }
-                    let result = result.and_then(|()| self.save_meta(&meta));
+                    };
                     if let Some(done) = done {
                         let _ = done.send(result);
                     }
