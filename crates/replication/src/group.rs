@@ -13,9 +13,9 @@ use crate::types::LogId;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use keyspace::Keyspace;
-use openraft::raft::AppendEntriesResponse;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendError};
 use openraft::{Config, SnapshotPolicy};
-use rpc::{IncomingChunks, RaftHandler, RpcClient, RpcKind};
+use rpc::{IncomingChunks, IncomingMessages, MessageStream, RaftHandler, RpcClient, RpcKind};
 use serde::Serialize;
 use tracing::Instrument;
 
@@ -351,6 +351,37 @@ impl RaftHandler for Registry {
                 )
             }
         })
+    }
+
+    /// A leader's pipelined replication session: each request is handed to
+    /// Raft as it arrives (openraft keeps up to 64 in flight), and each reply,
+    /// `Result<StreamAppendResult, String>`, is sent once its entries are on
+    /// disk, in order. A request that cannot be decoded ends the session.
+    async fn stream(
+        &self,
+        group: u64,
+        messages: IncomingMessages,
+    ) -> Result<MessageStream, String> {
+        let group = self.group(group)?;
+        let requests = messages.scan((), |_, message| {
+            let request = match message {
+                Ok(payload) => codec::decode::<AppendEntriesRequest<TypeConfig>>(&payload)
+                    .map_err(|error| tracing::warn!("bad append in a stream: {error}"))
+                    .ok(),
+                Err(_) => None,
+            };
+            std::future::ready(request)
+        });
+        let replies = group.raft.stream_append(requests);
+        let replies = replies.map(move |result| {
+            // As for a unary append: anything but a higher vote means this
+            // replica took the sender as its leader.
+            if let Ok(Ok(_) | Err(StreamAppendError::Conflict(_))) = &result {
+                group.note_append();
+            }
+            reply(result.map_err(|fatal| fatal.to_string()))
+        });
+        Ok(Box::pin(replies))
     }
 
     async fn install_snapshot(

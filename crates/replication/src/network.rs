@@ -6,20 +6,25 @@
 //! group is not hosted there), which openraft sees as a network error and retries
 //! with backoff.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io::Read;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::error::RPCError;
 use openraft::error::{NetworkError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use rpc::{RpcClient, RpcError, RpcKind};
+use rpc::{IncomingMessages, RpcClient, RpcError, RpcKind};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use tokio::time::Instant;
 
 use crate::codec;
 use crate::state_machine::{open_snapshot_file, SnapshotFile};
@@ -135,6 +140,46 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
         self.call(RpcKind::AppendEntries, &request, deadline).await
     }
 
+    /// One pipelined replication session on a stream: each request goes out
+    /// as openraft produces it, without waiting for the replies to earlier
+    /// ones (the follower's group commit then shares one fsync among them),
+    /// and the replies come back in order. A reply overdue by the append
+    /// deadline, counted from its request's send, ends the session with a
+    /// timeout, as a unary append would.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<AppendReplies<'s>, RPCError<TypeConfig>>>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+    {
+        let deadline = option.soft_ttl().max(self.append_deadline);
+        let sent = SendTimes::default();
+        let sending = sent.clone();
+        let requests = input.map(move |request| {
+            sending.push(Instant::now());
+            Bytes::from(codec::encode(&request))
+        });
+        let open = self
+            .client
+            .open_stream(&self.addr, self.group, Box::pin(requests), deadline);
+        Box::pin(async move {
+            let replies = open.await.map_err(rpc_error)?;
+            let replies =
+                futures_util::stream::unfold(Some((replies, sent)), move |session| async move {
+                    let (mut replies, sent) = session?;
+                    match next_reply(&mut replies, &sent, deadline).await {
+                        Some(Ok(reply)) => Some((Ok(reply), Some((replies, sent)))),
+                        Some(Err(error)) => Some((Err(error), None)),
+                        None => None,
+                    }
+                });
+            let replies: AppendReplies<'s> = Box::pin(replies);
+            Ok(replies)
+        })
+    }
+
     async fn vote(
         &mut self,
         request: VoteRequest<TypeConfig>,
@@ -205,6 +250,68 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
     }
 }
 
+/// The replies of a pipelined replication session.
+type AppendReplies<'s> =
+    BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>;
+
+/// When each request of a session still waiting for its reply was sent,
+/// oldest first.
+#[derive(Clone, Default)]
+struct SendTimes(Arc<Mutex<VecDeque<Instant>>>);
+
+impl SendTimes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Instant>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn push(&self, at: Instant) {
+        self.lock().push_back(at);
+    }
+
+    fn oldest(&self) -> Option<Instant> {
+        self.lock().front().copied()
+    }
+
+    fn answered(&self) {
+        self.lock().pop_front();
+    }
+}
+
+/// The next reply of a session, or the error that ends it: a transport
+/// error, a remote failure, or a reply overdue by `deadline`. `None` when
+/// the follower ended the session.
+async fn next_reply(
+    replies: &mut IncomingMessages,
+    sent: &SendTimes,
+    deadline: Duration,
+) -> Option<Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>> {
+    loop {
+        // With nothing awaited, wake after a deadline to look again.
+        let due = sent.oldest().unwrap_or_else(Instant::now) + deadline;
+        match tokio::time::timeout_at(due, replies.next()).await {
+            Ok(Some(Ok(reply))) => {
+                sent.answered();
+                let reply = decode_reply::<StreamAppendResult<TypeConfig>>(&reply);
+                return Some(
+                    reply.map_err(|error| RPCError::Network(NetworkError::from_string(error))),
+                );
+            }
+            Ok(Some(Err(error))) => return Some(Err(rpc_error(error))),
+            Ok(None) => return None,
+            Err(_) => {
+                if sent
+                    .oldest()
+                    .is_some_and(|oldest| oldest + deadline <= Instant::now())
+                {
+                    return Some(Err(rpc_error(RpcError::Timeout)));
+                }
+            }
+        }
+    }
+}
+
 /// Streams a file in [`SNAPSHOT_CHUNK_BYTES`] chunks.
 fn file_chunks(file: Box<dyn Read + Send>) -> rpc::ChunkStream {
     let stream = futures_util::stream::unfold(Some(file), |file| async move {
@@ -226,4 +333,63 @@ fn file_chunks(file: Box<dyn Read + Send>) -> rpc::ChunkStream {
         Some((Bytes::from(buffer), Some(file)))
     });
     Box::pin(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_millis(50);
+
+    fn replies(items: Vec<Result<Bytes, RpcError>>) -> IncomingMessages {
+        Box::pin(futures_util::stream::iter(items).chain(futures_util::stream::pending()))
+    }
+
+    #[tokio::test]
+    async fn a_reply_is_decoded_and_answers_the_oldest_request() {
+        let sent = SendTimes::default();
+        sent.push(Instant::now());
+        sent.push(Instant::now());
+        let ok: Result<StreamAppendResult<TypeConfig>, String> = Ok(Ok(None));
+        let mut stream = replies(vec![Ok(Bytes::from(codec::encode(&ok)))]);
+        let reply = next_reply(&mut stream, &sent, DEADLINE).await;
+        assert!(matches!(reply, Some(Ok(Ok(None)))), "{reply:?}");
+        assert_eq!(sent.lock().len(), 1);
+        // The second request's reply is overdue.
+        let reply = next_reply(&mut stream, &sent, DEADLINE).await;
+        assert!(
+            matches!(reply, Some(Err(RPCError::Network(_)))),
+            "{reply:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_idle_session_does_not_time_out() {
+        let sent = SendTimes::default();
+        let mut stream = replies(Vec::new());
+        let waited =
+            tokio::time::timeout(DEADLINE * 4, next_reply(&mut stream, &sent, DEADLINE)).await;
+        assert!(waited.is_err(), "nothing awaited, nothing overdue");
+    }
+
+    #[tokio::test]
+    async fn a_remote_error_or_the_end_ends_the_session() {
+        let sent = SendTimes::default();
+        sent.push(Instant::now());
+        let failed: Result<StreamAppendResult<TypeConfig>, String> = Err("gone".into());
+        let mut stream = replies(vec![Ok(Bytes::from(codec::encode(&failed)))]);
+        let reply = next_reply(&mut stream, &sent, DEADLINE).await;
+        assert!(
+            matches!(reply, Some(Err(RPCError::Network(_)))),
+            "{reply:?}"
+        );
+        let mut stream = replies(vec![Err(RpcError::Unreachable("down".into()))]);
+        let reply = next_reply(&mut stream, &sent, DEADLINE).await;
+        assert!(
+            matches!(reply, Some(Err(RPCError::Unreachable(_)))),
+            "{reply:?}"
+        );
+        let mut ended: IncomingMessages = Box::pin(futures_util::stream::empty());
+        assert!(next_reply(&mut ended, &sent, DEADLINE).await.is_none());
+    }
 }

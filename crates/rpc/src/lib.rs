@@ -4,6 +4,9 @@
 //! replication layer encodes openraft's messages itself. One HTTP/2 channel per
 //! peer address is shared by every group, with keepalive (so a connection cut by
 //! a partition is noticed and replaced) and a deadline on every request.
+//! Besides unary calls and snapshot streams, a stream session carries one
+//! group's messages both ways without waiting for each reply (pipelined
+//! replication).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -98,6 +101,19 @@ pub type ChunkStream = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
 
 /// A snapshot's data chunks, as received.
 pub type IncomingChunks = Pin<Box<dyn Stream<Item = Result<Bytes, RpcError>> + Send>>;
+
+/// Messages sent on a stream session, in order.
+pub type MessageStream = Pin<Box<dyn Stream<Item = Bytes> + Send>>;
+
+/// Messages received on a stream session, in order; an error ends it.
+pub type IncomingMessages = Pin<Box<dyn Stream<Item = Result<Bytes, RpcError>> + Send>>;
+
+/// The metadata key naming the group of a stream session.
+const GROUP_METADATA: &str = "group-id";
+
+/// Messages queued towards a stream session's connection before its sender
+/// waits (HTTP/2 flow control bounds what is in flight beyond that).
+const STREAM_QUEUE: usize = 16;
 
 /// A byte stream to a peer, from a [`Connector`].
 pub trait PeerStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
@@ -247,6 +263,50 @@ impl RpcClient {
         }
     }
 
+    /// Opens a stream session for `group` on the channel to `addr`: every
+    /// message of `messages` is sent as soon as it is ready, without waiting
+    /// for replies, and the replies come back in the order the peer sends
+    /// them. `deadline` bounds opening the session only; the caller times
+    /// the replies. Dropping the returned stream ends the session and stops
+    /// polling `messages`. The returned future owns what it uses.
+    pub fn open_stream(
+        &self,
+        addr: &str,
+        group: u64,
+        messages: MessageStream,
+        deadline: Duration,
+    ) -> Pin<Box<dyn Future<Output = Result<IncomingMessages, RpcError>> + Send + 'static>> {
+        let client = self.client(addr);
+        Box::pin(async move {
+            let mut client = client?;
+            // Messages travel through a channel fed by a task of our own, for
+            // the same reason as a snapshot's chunks, and so that ending the
+            // session stops pulling from `messages` at once: the connection
+            // may go on polling a request body after its reply was dropped.
+            let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_QUEUE);
+            let feeder = Feeder(tokio::spawn(feed(group, messages, sender)));
+            let mut request = Request::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
+            let group_value = tonic::metadata::MetadataValue::from(group);
+            request.metadata_mut().insert(GROUP_METADATA, group_value);
+            let replies = match tokio::time::timeout(deadline, client.append_stream(request)).await
+            {
+                Ok(Ok(response)) => response.into_inner(),
+                Ok(Err(status)) => return Err(status_error(status)),
+                Err(_) => return Err(RpcError::Timeout),
+            };
+            let replies = replies.map(move |reply| {
+                // The feeder lives as long as the replies are read.
+                let _session = &feeder;
+                match reply {
+                    Ok(message) => Ok(message.payload),
+                    Err(status) => Err(status_error(status)),
+                }
+            });
+            let replies: IncomingMessages = Box::pin(replies);
+            Ok(replies)
+        })
+    }
+
     /// Streams a snapshot: `header` in the first chunk, then the data chunks.
     /// The returned future owns what it uses (it may be spawned).
     pub fn send_snapshot(
@@ -283,6 +343,32 @@ impl RpcClient {
             feeder.abort();
             result
         })
+    }
+}
+
+/// Aborts a stream session's feeding task when the session ends.
+struct Feeder(tokio::task::JoinHandle<()>);
+
+impl Drop for Feeder {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Moves a session's messages into the channel its connection reads.
+async fn feed(
+    group: u64,
+    mut messages: MessageStream,
+    sender: tokio::sync::mpsc::Sender<GroupMessage>,
+) {
+    while let Some(payload) = messages.next().await {
+        let message = GroupMessage {
+            group_id: group,
+            payload,
+        };
+        if sender.send(message).await.is_err() {
+            break;
+        }
     }
 }
 
@@ -324,6 +410,14 @@ pub trait RaftHandler: Send + Sync + 'static {
         payload: Bytes,
     ) -> impl Future<Output = Result<Bytes, String>> + Send;
 
+    /// A stream session for `group`: its replies to `messages`, in order.
+    /// `Err` refuses the session (an error status at the caller).
+    fn stream(
+        &self,
+        group: u64,
+        messages: IncomingMessages,
+    ) -> impl Future<Output = Result<MessageStream, String>> + Send;
+
     /// A snapshot for `group`: its header and its data chunks.
     fn install_snapshot(
         &self,
@@ -352,8 +446,38 @@ impl<H: RaftHandler> Service<H> {
     }
 }
 
+/// The replies of a stream session, as tonic sends them.
+type ReplyStream = Pin<Box<dyn Stream<Item = Result<GroupMessage, Status>> + Send>>;
+
 #[tonic::async_trait]
 impl<H: RaftHandler> Raft for Service<H> {
+    type AppendStreamStream = ReplyStream;
+
+    async fn append_stream(
+        &self,
+        request: Request<Streaming<GroupMessage>>,
+    ) -> Result<Response<ReplyStream>, Status> {
+        let group_id = request
+            .metadata()
+            .get(GROUP_METADATA)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok())
+            .ok_or_else(|| Status::invalid_argument("stream without a group-id"))?;
+        let messages = request.into_inner().map(move |message| match message {
+            Ok(message) if message.group_id == group_id => Ok(message.payload),
+            Ok(_) => Err(RpcError::Remote("stream message for another group".into())),
+            Err(status) => Err(status_error(status)),
+        });
+        let replies = self
+            .handler
+            .stream(group_id, Box::pin(messages))
+            .await
+            .map_err(Status::internal)?;
+        let replies: ReplyStream =
+            Box::pin(replies.map(move |payload| Ok(GroupMessage { group_id, payload })));
+        Ok(Response::new(replies))
+    }
+
     async fn append_entries(
         &self,
         request: Request<GroupMessage>,

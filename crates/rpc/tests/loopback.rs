@@ -2,7 +2,10 @@
 //! deadlines, and one channel per peer shared by all groups.
 
 use futures_util::StreamExt;
-use rpc::{Bytes, ClientOptions, IncomingChunks, RaftHandler, RpcClient, RpcError, RpcKind};
+use rpc::{
+    Bytes, ClientOptions, IncomingChunks, IncomingMessages, MessageStream, RaftHandler, RpcClient,
+    RpcError, RpcKind,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +24,33 @@ impl RaftHandler for Echo {
                 String::from_utf8_lossy(&payload)
             ))),
         }
+    }
+
+    /// Answers `group/message` for every message, but only once three more
+    /// have arrived (or the stream ended): a caller that waited for each
+    /// reply before sending on would wait forever. Group 0 is refused. An
+    /// error from the caller's side ends the replies.
+    async fn stream(
+        &self,
+        group: u64,
+        messages: IncomingMessages,
+    ) -> Result<MessageStream, String> {
+        if group == 0 {
+            return Err("no group 0".to_string());
+        }
+        let replies = messages
+            .take_while(|message| std::future::ready(message.is_ok()))
+            .chunks(3)
+            .flat_map(move |messages| {
+                futures_util::stream::iter(messages.into_iter().filter_map(move |message| {
+                    let message = message.ok()?;
+                    Some(Bytes::from(format!(
+                        "{group}/{}",
+                        String::from_utf8_lossy(&message)
+                    )))
+                }))
+            });
+        Ok(Box::pin(replies))
     }
 
     async fn install_snapshot(
@@ -102,6 +132,55 @@ async fn snapshots_stream_in_chunks() {
         .await
         .unwrap();
     assert_eq!(&reply[..], b"3/head/aabbcc/3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_session_is_pipelined_and_ends_when_dropped() {
+    let address = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(8);
+    let messages: MessageStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver));
+    let mut replies = client
+        .open_stream(&address, 9, messages, DEADLINE)
+        .await
+        .unwrap();
+    // Three messages go out before any reply comes back (the peer answers
+    // in threes).
+    for text in ["a", "b", "c"] {
+        sender.send(Bytes::from(text)).await.unwrap();
+    }
+    for expected in ["9/a", "9/b", "9/c"] {
+        let reply = tokio::time::timeout(DEADLINE, replies.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(&reply[..], expected.as_bytes());
+    }
+    assert_eq!(
+        client.channel_count(),
+        1,
+        "the session shares the peer's channel"
+    );
+    // Dropping the replies stops pulling messages: the receiving end closes.
+    drop(replies);
+    tokio::time::timeout(DEADLINE, sender.closed())
+        .await
+        .unwrap();
+
+    let refused = client
+        .open_stream(
+            &address,
+            0,
+            Box::pin(futures_util::stream::empty()),
+            DEADLINE,
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(RpcError::Remote(text)) if text == "no group 0"),
+        "{:?}",
+        refused.err()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
