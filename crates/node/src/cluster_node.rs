@@ -823,7 +823,10 @@ pub async fn propose_op(metadata: &Replica, op: Op) -> Result<Frame, String> {
         seed,
         op,
     };
-    let write = metadata.group.raft.client_write(request);
+    let write = metadata
+        .group
+        .raft
+        .client_write(std::sync::Arc::new(request));
     match tokio::time::timeout(Duration::from_secs(5), write).await {
         Ok(Ok(response)) => Ok(response
             .data

@@ -154,7 +154,10 @@ async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit)
             seed,
             op: Op::Evict { keys },
         };
-        let write = replica.group.raft.client_write(request);
+        let write = replica
+            .group
+            .raft
+            .client_write(std::sync::Arc::new(request));
         if !matches!(
             tokio::time::timeout(Duration::from_secs(5), write).await,
             Ok(Ok(_))

@@ -386,7 +386,12 @@ async fn expiry_ticks(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::R
             seed,
             op: Op::ExpireTick,
         };
-        if let Err(error) = replica.group.raft.client_write(request).await {
+        if let Err(error) = replica
+            .group
+            .raft
+            .client_write(std::sync::Arc::new(request))
+            .await
+        {
             tracing::debug!(%error, "expiry tick not committed");
         }
     }

@@ -73,6 +73,7 @@ impl ShardGroup {
     /// leader without its quorum lease yet refuses before appending; that is
     /// retried for a few heartbeats before the caller is sent away.
     pub async fn propose(&self, request: Request, limit: Duration) -> Proposal {
+        let request = std::sync::Arc::new(request);
         let mut lease_waits = 0;
         loop {
             match tokio::time::timeout(limit, self.raft.client_write(request.clone())).await {

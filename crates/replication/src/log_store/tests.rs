@@ -23,7 +23,10 @@ fn entry(term: u64, index: u64) -> Entry {
             ]],
         },
     };
-    Entry::new_normal(log_id::<TypeConfig>(term, 1, index), request)
+    Entry::new_normal(
+        log_id::<TypeConfig>(term, 1, index),
+        std::sync::Arc::new(request),
+    )
 }
 
 async fn append(store: &mut LogStore, entries: Vec<Entry>) {
