@@ -146,6 +146,11 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
     /// and the replies come back in order. A reply overdue by the append
     /// deadline, counted from its request's send, ends the session with a
     /// timeout, as a unary append would.
+    ///
+    /// The stream is opened only once openraft has produced the first
+    /// request: openraft paces a failing peer by sleeping in its request
+    /// stream, so a peer that refuses connections is retried at that pace
+    /// rather than as fast as a connection can be refused.
     fn stream_append<'s, S>(
         &'s mut self,
         input: S,
@@ -154,30 +159,32 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
     where
         S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
     {
-        let deadline = option.soft_ttl().max(self.append_deadline);
-        let sent = SendTimes::default();
-        let sending = sent.clone();
-        let requests = input.map(move |request| {
-            sending.push(Instant::now());
-            Bytes::from(codec::encode(&request))
-        });
-        let open = self
-            .client
-            .open_stream(&self.addr, self.group, Box::pin(requests), deadline);
-        Box::pin(async move {
-            let replies = open.await.map_err(rpc_error)?;
-            let replies =
-                futures_util::stream::unfold(Some((replies, sent)), move |session| async move {
-                    let (mut replies, sent) = session?;
-                    match next_reply(&mut replies, &sent, deadline).await {
-                        Some(Ok(reply)) => Some((Ok(reply), Some((replies, sent)))),
-                        Some(Err(error)) => Some((Err(error), None)),
-                        None => None,
+        let opening = Opening {
+            client: self.client.clone(),
+            addr: self.addr.clone(),
+            group: self.group,
+            deadline: option.soft_ttl().max(self.append_deadline),
+        };
+        let replies =
+            futures_util::stream::unfold(SessionState::Start(opening, input), |state| async move {
+                let (mut replies, sent, deadline) = match state {
+                    SessionState::Start(opening, input) => match opening.open(input).await? {
+                        Ok(open) => open,
+                        Err(error) => return Some((Err(error), SessionState::Done)),
+                    },
+                    SessionState::Open(replies, sent, deadline) => (replies, sent, deadline),
+                    SessionState::Done => return None,
+                };
+                match next_reply(&mut replies, &sent, deadline).await {
+                    Some(Ok(reply)) => {
+                        Some((Ok(reply), SessionState::Open(replies, sent, deadline)))
                     }
-                });
-            let replies: AppendReplies<'s> = Box::pin(replies);
-            Ok(replies)
-        })
+                    Some(Err(error)) => Some((Err(error), SessionState::Done)),
+                    None => None,
+                }
+            });
+        let replies: AppendReplies<'s> = Box::pin(replies);
+        Box::pin(std::future::ready(Ok(replies)))
     }
 
     async fn vote(
@@ -253,6 +260,52 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
 /// The replies of a pipelined replication session.
 type AppendReplies<'s> =
     BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>;
+
+/// What opening a replication session needs.
+struct Opening {
+    client: RpcClient,
+    addr: String,
+    group: GroupId,
+    deadline: Duration,
+}
+
+/// A replication session: not yet open, open, or over.
+enum SessionState<S> {
+    Start(Opening, S),
+    Open(IncomingMessages, SendTimes, Duration),
+    Done,
+}
+
+impl Opening {
+    /// Waits for openraft's first request, then opens the stream with it and
+    /// the rest of `input`. `None` when `input` ends first.
+    #[allow(clippy::type_complexity)]
+    async fn open<S>(
+        self,
+        mut input: S,
+    ) -> Option<Result<(IncomingMessages, SendTimes, Duration), RPCError<TypeConfig>>>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+    {
+        let first = input.next().await?;
+        let sent = SendTimes::default();
+        let sending = sent.clone();
+        let requests = futures_util::stream::iter([first])
+            .chain(input)
+            .map(move |request| {
+                sending.push(Instant::now());
+                Bytes::from(codec::encode(&request))
+            });
+        let opened = self
+            .client
+            .open_stream(&self.addr, self.group, Box::pin(requests), self.deadline)
+            .await;
+        Some(match opened {
+            Ok(replies) => Ok((replies, sent, self.deadline)),
+            Err(error) => Err(rpc_error(error)),
+        })
+    }
+}
 
 /// When each request of a session still waiting for its reply was sent,
 /// oldest first.

@@ -16,7 +16,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 pub use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use hyper_util::rt::TokioIo;
 use tonic::codegen::http::Uri;
 use tonic::codegen::Service as TowerService;
@@ -266,9 +266,13 @@ impl RpcClient {
     /// Opens a stream session for `group` on the channel to `addr`: every
     /// message of `messages` is sent as soon as it is ready, without waiting
     /// for replies, and the replies come back in the order the peer sends
-    /// them. `deadline` bounds opening the session only; the caller times
-    /// the replies. Dropping the returned stream ends the session and stops
-    /// polling `messages`. The returned future owns what it uses.
+    /// them. `deadline` bounds opening the session, and how long the replies
+    /// to messages already sent are still read once the session is dropped.
+    /// Dropping the returned stream stops polling `messages` (after taking
+    /// what is ready at once); the messages taken still go out and the
+    /// stream is then closed, not reset, so the peer handles every message
+    /// it was sent, as it would a unary call already on its way. The
+    /// returned future owns what it uses.
     pub fn open_stream(
         &self,
         addr: &str,
@@ -281,10 +285,11 @@ impl RpcClient {
             let mut client = client?;
             // Messages travel through a channel fed by a task of our own, for
             // the same reason as a snapshot's chunks, and so that ending the
-            // session stops pulling from `messages` at once: the connection
-            // may go on polling a request body after its reply was dropped.
+            // session stops pulling from `messages`: the connection may go on
+            // polling a request body after its reply was dropped.
             let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_QUEUE);
-            let feeder = Feeder(tokio::spawn(feed(group, messages, sender)));
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            tokio::spawn(feed(group, messages, sender, stopped));
             let mut request = Request::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
             let group_value = tonic::metadata::MetadataValue::from(group);
             request.metadata_mut().insert(GROUP_METADATA, group_value);
@@ -294,16 +299,12 @@ impl RpcClient {
                 Ok(Err(status)) => return Err(status_error(status)),
                 Err(_) => return Err(RpcError::Timeout),
             };
-            let replies = replies.map(move |reply| {
-                // The feeder lives as long as the replies are read.
-                let _session = &feeder;
-                match reply {
-                    Ok(message) => Ok(message.payload),
-                    Err(status) => Err(status_error(status)),
-                }
+            let session: IncomingMessages = Box::pin(Session {
+                replies: Some(replies),
+                _stop: stop,
+                linger: deadline,
             });
-            let replies: IncomingMessages = Box::pin(replies);
-            Ok(replies)
+            Ok(session)
         })
     }
 
@@ -346,22 +347,77 @@ impl RpcClient {
     }
 }
 
-/// Aborts a stream session's feeding task when the session ends.
-struct Feeder(tokio::task::JoinHandle<()>);
+/// The replies of a stream session. Dropping it stops its feeder (the
+/// stop sender goes with it) and leaves a task reading the replies still
+/// owed, for up to `linger`, so that the stream ends cleanly instead of
+/// being reset under messages in flight.
+struct Session {
+    replies: Option<Streaming<GroupMessage>>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    linger: Duration,
+}
 
-impl Drop for Feeder {
-    fn drop(&mut self) {
-        self.0.abort();
+impl Stream for Session {
+    type Item = Result<Bytes, RpcError>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
+        let Some(replies) = self.replies.as_mut() else {
+            return Poll::Ready(None);
+        };
+        replies.poll_next_unpin(context).map(|reply| {
+            reply.map(|reply| match reply {
+                Ok(message) => Ok(message.payload),
+                Err(status) => Err(status_error(status)),
+            })
+        })
     }
 }
 
-/// Moves a session's messages into the channel its connection reads.
+impl Drop for Session {
+    fn drop(&mut self) {
+        let (Some(mut replies), Ok(runtime)) =
+            (self.replies.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let linger = self.linger;
+        runtime.spawn(async move {
+            let drain = async { while let Some(Ok(_)) = replies.next().await {} };
+            let _ = tokio::time::timeout(linger, drain).await;
+        });
+    }
+}
+
+/// Moves a session's messages into the channel its connection reads, until
+/// `messages` ends or the session is dropped (`stopped`): then the messages
+/// ready at once are still taken, everything taken is sent, and the
+/// channel closes and with it the request stream.
 async fn feed(
     group: u64,
     mut messages: MessageStream,
     sender: tokio::sync::mpsc::Sender<GroupMessage>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
-    while let Some(payload) = messages.next().await {
+    let mut ending = false;
+    loop {
+        let next = if ending {
+            match messages.next().now_or_never() {
+                Some(next) => next,
+                None => break,
+            }
+        } else {
+            tokio::select! {
+                next = messages.next() => next,
+                _ = &mut stopped => {
+                    ending = true;
+                    continue;
+                }
+            }
+        };
+        let Some(payload) = next else { break };
         let message = GroupMessage {
             group_id: group,
             payload,
