@@ -269,6 +269,10 @@ struct Opening {
     deadline: Duration,
 }
 
+/// An open session: its replies, the send times of the requests still
+/// owed a reply, and the reply deadline.
+type OpenSession = (IncomingMessages, SendTimes, Duration);
+
 /// A replication session: not yet open, open, or over.
 enum SessionState<S> {
     Start(Opening, S),
@@ -279,11 +283,7 @@ enum SessionState<S> {
 impl Opening {
     /// Waits for openraft's first request, then opens the stream with it and
     /// the rest of `input`. `None` when `input` ends first.
-    #[allow(clippy::type_complexity)]
-    async fn open<S>(
-        self,
-        mut input: S,
-    ) -> Option<Result<(IncomingMessages, SendTimes, Duration), RPCError<TypeConfig>>>
+    async fn open<S>(self, mut input: S) -> Option<Result<OpenSession, RPCError<TypeConfig>>>
     where
         S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
     {
