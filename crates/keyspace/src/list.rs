@@ -439,10 +439,12 @@ impl ListValue {
         Iter {
             list: self,
             front: (0, self.chunks.front().map_or(0, |chunk| chunk.head)),
-            back: (self.chunks.len(), 0),
+            back: self
+                .chunks
+                .back()
+                .map_or((0, 0), |last| (self.chunks.len() - 1, last.tail)),
             remaining: self.len,
         }
-        .with_back_at_end()
     }
 
     /// The elements from `first` to `last` (inclusive, both in range).
@@ -674,15 +676,6 @@ pub struct Iter<'a> {
     /// The chunk and byte position just after the next element from the back.
     back: (usize, usize),
     remaining: usize,
-}
-
-impl<'a> Iter<'a> {
-    fn with_back_at_end(mut self) -> Iter<'a> {
-        if let Some(last) = self.list.chunks.back() {
-            self.back = (self.list.chunks.len() - 1, last.tail);
-        }
-        self
-    }
 }
 
 impl<'a> Iterator for Iter<'a> {

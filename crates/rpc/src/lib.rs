@@ -256,11 +256,7 @@ impl RpcClient {
                 RpcKind::TransferLeader => client.transfer_leader(request).await,
             }
         };
-        match tokio::time::timeout(deadline, call).await {
-            Ok(Ok(response)) => Ok(response.into_inner().payload),
-            Ok(Err(status)) => Err(status_error(status)),
-            Err(_) => Err(RpcError::Timeout),
-        }
+        Ok(within(deadline, call).await?.payload)
     }
 
     /// Opens a stream session for `group` on the channel to `addr`: every
@@ -293,12 +289,7 @@ impl RpcClient {
             let mut request = Request::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
             let group_value = tonic::metadata::MetadataValue::from(group);
             request.metadata_mut().insert(GROUP_METADATA, group_value);
-            let replies = match tokio::time::timeout(deadline, client.append_stream(request)).await
-            {
-                Ok(Ok(response)) => response.into_inner(),
-                Ok(Err(status)) => return Err(status_error(status)),
-                Err(_) => return Err(RpcError::Timeout),
-            };
+            let replies = within(deadline, client.append_stream(request)).await?;
             let session: IncomingMessages = Box::pin(Session {
                 replies: Some(replies),
                 _stop: stop,
@@ -335,15 +326,23 @@ impl RpcClient {
             });
             let mut request = Request::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
             request.set_timeout(deadline);
-            let result =
-                match tokio::time::timeout(deadline, client.install_snapshot(request)).await {
-                    Ok(Ok(response)) => Ok(response.into_inner().payload),
-                    Ok(Err(status)) => Err(status_error(status)),
-                    Err(_) => Err(RpcError::Timeout),
-                };
+            let result = within(deadline, client.install_snapshot(request)).await;
             feeder.abort();
-            result
+            Ok(result?.payload)
         })
+    }
+}
+
+/// The reply of a call, or the error that ended it: its status, or the
+/// deadline passing first.
+async fn within<T>(
+    deadline: Duration,
+    call: impl Future<Output = Result<Response<T>, Status>>,
+) -> Result<T, RpcError> {
+    match tokio::time::timeout(deadline, call).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(status_error(status)),
+        Err(_) => Err(RpcError::Timeout),
     }
 }
 
