@@ -15,6 +15,8 @@ pub struct ClientInfo {
     pub last_interaction_ms: AtomicU64,
     pub db: AtomicUsize,
     pub protocol: AtomicUsize,
+    /// Bytes read but not yet run (CLIENT LIST's `qbuf`), set after each read.
+    pub query_buffer_bytes: AtomicUsize,
     pub details: Mutex<ClientDetails>,
     killed: AtomicBool,
     kill_signal: Notify,
@@ -26,8 +28,8 @@ pub struct ClientDetails {
     pub name: String,
     pub library_name: String,
     pub library_version: String,
-    pub last_command: String,
-    pub query_buffer_bytes: usize,
+    /// The name of the command run last (`""` before the first).
+    pub last_command: &'static str,
     pub no_evict: bool,
 }
 
@@ -46,6 +48,7 @@ impl ClientInfo {
             last_interaction_ms: AtomicU64::new(now_ms),
             db: AtomicUsize::new(0),
             protocol: AtomicUsize::new(2),
+            query_buffer_bytes: AtomicUsize::new(0),
             details: Mutex::new(ClientDetails::default()),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
@@ -100,8 +103,8 @@ impl ClientInfo {
             idle,
             flags,
             self.db.load(Ordering::Relaxed),
-            details.query_buffer_bytes,
-            if details.last_command.is_empty() { "NULL" } else { &details.last_command },
+            self.query_buffer_bytes.load(Ordering::Relaxed),
+            if details.last_command.is_empty() { "NULL" } else { details.last_command },
             self.protocol.load(Ordering::Relaxed),
             details.library_name,
             details.library_version,

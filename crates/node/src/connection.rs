@@ -48,6 +48,11 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
     let mut parser = RequestParser::new(limits(&shared));
     let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    // One wait for CLIENT KILL for the whole connection: made anew per read
+    // and per write, it would join and leave the signal's waiter list twice
+    // per request.
+    let killed = client.killed();
+    tokio::pin!(killed);
     'serve: loop {
         if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
             input.reserve(READ_CHUNK_BYTES);
@@ -58,6 +63,9 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
         };
         let inbox = session.subscriptions.subscriber.clone();
         let read = tokio::select! {
+            // Input first: the other arms are rare, and polling them only
+            // when the socket has nothing spares that work per request.
+            biased;
             read = stream.read_buf(&mut input) => read,
             _ = messages_ready(inbox.as_deref()) => {
                 // Let the connections that are ready now run first: messages
@@ -72,13 +80,13 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
                     .stats
                     .net_output_bytes
                     .fetch_add(output.len() as u64, Ordering::Relaxed);
-                if !write_replies(&mut stream, &output, &client).await {
+                if !write_replies(&mut stream, &output, killed.as_mut()).await {
                     break;
                 }
                 output.clear();
                 continue;
             }
-            _ = client.killed() => break,
+            _ = &mut killed => break,
             _ = idle_deadline(idle_limit) => {
                 tracing::debug!(client = client.id, "closing idle client");
                 break;
@@ -106,7 +114,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
                     .stats
                     .net_output_bytes
                     .fetch_add(output.len() as u64, Ordering::Relaxed);
-                if !write_replies(&mut stream, &output, &client).await {
+                if !write_replies(&mut stream, &output, killed.as_mut()).await {
                     break 'serve;
                 }
                 output.clear();
@@ -127,7 +135,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
             session.deliveries.flush();
         }
         let buffered = input.len() + parser.pending_bytes();
-        client.details().query_buffer_bytes = buffered;
+        client.query_buffer_bytes.store(buffered, Ordering::Relaxed);
         if buffered > query_limit {
             tracing::warn!(
                 client = client.id,
@@ -172,10 +180,17 @@ pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspac
 /// Writes `output`; false when the connection is gone or the client was
 /// killed meanwhile (a subscriber that stopped reading is killed by its
 /// output limit while its socket is full).
-async fn write_replies(stream: &mut impl ClientStream, output: &[u8], client: &ClientInfo) -> bool {
+async fn write_replies(
+    stream: &mut impl ClientStream,
+    output: &[u8],
+    killed: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> bool {
     tokio::select! {
+        // A write that completes at once (the usual case) never polls the
+        // kill signal.
+        biased;
         written = stream.write_all(output) => written.is_ok(),
-        _ = client.killed() => false,
+        _ = killed => false,
     }
 }
 
@@ -415,7 +430,7 @@ fn run_requests(
         while let Some((arguments, resolved)) = requests.next() {
             *commands_run += 1;
             let flow = execute_request(
-                shared, session, parser, output, &mut store, now_ms, &arguments, resolved,
+                shared, session, parser, output, &mut store, now_ms, arguments, resolved,
             );
             if flow == Flow::Close {
                 return Flow::Close;
@@ -625,7 +640,7 @@ fn execute_request<'a>(
     output: &mut BytesMut,
     store: &mut Option<MutexGuard<'a, Store>>,
     now_ms: u64,
-    arguments: &[Bytes],
+    mut arguments: Vec<Bytes>,
     resolved: Resolved,
 ) -> Flow {
     let spec = match resolved {
@@ -637,7 +652,7 @@ fn execute_request<'a>(
         }
     };
     session.note_command(spec.name);
-    session::feed_monitors(shared, session, spec, arguments);
+    session::feed_monitors(shared, session, spec, &arguments);
     if !session.authenticated
         && !spec.has(flags::NO_AUTH)
         && shared.config().requirepass().is_some()
@@ -645,7 +660,7 @@ fn execute_request<'a>(
         session.reply(output, &Frame::error("NOAUTH Authentication required."));
         return Flow::Continue;
     }
-    if let Some(reply) = session::subscribed_refusal(session, spec, arguments) {
+    if let Some(reply) = session::subscribed_refusal(session, spec, &arguments) {
         session.reply(output, &reply);
         return Flow::Continue;
     }
@@ -659,8 +674,16 @@ fn execute_request<'a>(
         }
     }
     if let session::InMulti::Answered(reply) =
-        session::queue_in_multi(session, spec, arguments, false)
+        session::queue_in_multi(session, spec, &mut arguments, false)
     {
+        session.reply(output, &reply);
+        return Flow::Continue;
+    }
+    let arguments = &arguments[..];
+    if spec.name == "multi" {
+        // Touches only the session: the keyspace lock is kept for the
+        // requests behind it.
+        let reply = session::multi(session);
         session.reply(output, &reply);
         return Flow::Continue;
     }

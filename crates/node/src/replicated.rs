@@ -139,7 +139,7 @@ async fn run(
         *commands_run += batch.len() as u64;
         let mut read_checked: BTreeMap<u64, Result<(), ReadRefusal>> = BTreeMap::new();
         let mut requests = std::mem::take(&mut batch).into_iter().peekable();
-        while let Some((arguments, resolved)) = requests.next() {
+        while let Some((mut arguments, resolved)) = requests.next() {
             let spec = match resolved {
                 Ok(spec) => spec,
                 Err(error) => {
@@ -202,7 +202,7 @@ async fn run(
                 }
             }
             if let session::InMulti::Answered(reply) =
-                session::queue_in_multi(session, spec, &arguments, cluster)
+                session::queue_in_multi(session, spec, &mut arguments, cluster)
             {
                 session.reply(output, &reply);
                 continue;

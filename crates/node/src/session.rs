@@ -45,7 +45,7 @@ pub enum InMulti {
 pub fn queue_in_multi(
     session: &mut Session,
     spec: &'static CommandSpec,
-    arguments: &[Bytes],
+    arguments: &mut Vec<Bytes>,
     cluster: bool,
 ) -> InMulti {
     let Some(transaction) = session.multi.as_mut() else {
@@ -69,7 +69,8 @@ pub fn queue_in_multi(
             }
         }
     }
-    transaction.queued.push((arguments.to_vec(), spec));
+    // Queued, the request is not run now: the transaction takes it over.
+    transaction.queued.push((std::mem::take(arguments), spec));
     InMulti::Answered(Frame::simple("QUEUED"))
 }
 
@@ -190,9 +191,11 @@ impl Session {
         if !self.deliveries.is_empty() && name != "publish" {
             self.deliveries.flush();
         }
-        if self.last_command != name {
+        // Names are the table's statics: comparing addresses is enough (a
+        // false "changed" only costs one more store).
+        if !std::ptr::eq(self.last_command, name) {
             self.last_command = name;
-            self.client.details().last_command = name.to_string();
+            self.client.details().last_command = name;
         }
     }
 
@@ -219,6 +222,16 @@ fn bulk_text(value: impl Into<String>) -> Frame {
     Frame::Bulk(Bytes::from(value.into()))
 }
 
+/// MULTI: opens a transaction.
+pub fn multi(session: &mut Session) -> Frame {
+    if session.multi.is_some() {
+        Frame::error("ERR MULTI calls can not be nested")
+    } else {
+        session.multi = Some(Transaction::default());
+        Frame::OK
+    }
+}
+
 /// Runs a node-handled command. `None` means no reply at all (CLIENT REPLY OFF).
 pub fn execute(
     shared: &Shared,
@@ -231,14 +244,7 @@ pub fn execute(
         "auth" => auth(shared, session, arguments),
         "select" => select(shared, session, arguments),
         "quit" => return (Some(Frame::OK), Flow::Close),
-        "multi" => {
-            if session.multi.is_some() {
-                Frame::error("ERR MULTI calls can not be nested")
-            } else {
-                session.multi = Some(Transaction::default());
-                Frame::OK
-            }
-        }
+        "multi" => multi(session),
         "discard" => match session.multi.take() {
             Some(_) => {
                 session.watched.clear();
@@ -356,7 +362,7 @@ pub fn feed_monitors(shared: &Shared, session: &Session, spec: &CommandSpec, arg
     // As Redis 7, which shows a command once it has run: a command queued
     // in MULTI shows when EXEC runs it, and EXEC after the commands
     // ([`feed_exec`]).
-    if queues(session, spec) || spec.name == "exec" {
+    if !shared.local.pubsub.monitoring() || queues(session, spec) || spec.name == "exec" {
         return;
     }
     feed_monitor_line(shared, session.db, session, spec, arguments);
