@@ -151,6 +151,10 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
     /// request: openraft paces a failing peer by sleeping in its request
     /// stream, so a peer that refuses connections is retried at that pace
     /// rather than as fast as a connection can be refused.
+    ///
+    /// A peer that answered a session `Unimplemented` (a version without
+    /// them) gets one unary append at a time instead, until the rpc client
+    /// tries it with a session again.
     fn stream_append<'s, S>(
         &'s mut self,
         input: S,
@@ -159,6 +163,11 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
     where
         S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
     {
+        if !self.client.streams_supported(&self.addr) {
+            // A peer of a version without stream sessions (a rolling
+            // upgrade): one unary append at a time, as before them.
+            return openraft::network::stream_append_sequential(self, input, option);
+        }
         let opening = Opening {
             client: self.client.clone(),
             addr: self.addr.clone(),

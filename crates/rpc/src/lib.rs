@@ -53,7 +53,15 @@ pub enum RpcError {
     /// The peer answered with an error, or the exchange failed midway.
     #[error("remote: {0}")]
     Remote(String),
+    /// The peer does not serve this call (an older version).
+    #[error("unimplemented: {0}")]
+    Unimplemented(String),
 }
+
+/// How long a peer that refused stream sessions (an older version) is
+/// served by unary calls before a session is tried again: an upgraded peer
+/// gets them back within this time.
+pub const STREAMS_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Client connection settings.
 #[derive(Debug, Clone)]
@@ -156,6 +164,8 @@ pub struct RpcClient {
     options: ClientOptions,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     connector: Option<Connector>,
+    /// Peers that answered a stream session with `Unimplemented`, and when.
+    without_streams: Arc<Mutex<HashMap<String, tokio::time::Instant>>>,
 }
 
 impl RpcClient {
@@ -164,7 +174,32 @@ impl RpcClient {
             options,
             channels: Arc::new(Mutex::new(HashMap::new())),
             connector: None,
+            without_streams: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Whether stream sessions to `addr` are worth opening: false for
+    /// [`STREAMS_RETRY_AFTER`] after the peer refused one as unknown.
+    pub fn streams_supported(&self, addr: &str) -> bool {
+        let mut refused = self
+            .without_streams
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match refused.get(addr) {
+            Some(at) if at.elapsed() < STREAMS_RETRY_AFTER => false,
+            Some(_) => {
+                refused.remove(addr);
+                true
+            }
+            None => true,
+        }
+    }
+
+    fn note_streams_unsupported(&self, addr: &str) {
+        self.without_streams
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(addr.to_string(), tokio::time::Instant::now());
     }
 
     /// A client that opens connections through `connector` (the seam a
@@ -277,6 +312,8 @@ impl RpcClient {
         deadline: Duration,
     ) -> Pin<Box<dyn Future<Output = Result<IncomingMessages, RpcError>> + Send + 'static>> {
         let client = self.client(addr);
+        let this = self.clone();
+        let addr = addr.to_string();
         Box::pin(async move {
             let mut client = client?;
             // Messages travel through a channel fed by a task of our own, for
@@ -289,7 +326,13 @@ impl RpcClient {
             let mut request = Request::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
             let group_value = tonic::metadata::MetadataValue::from(group);
             request.metadata_mut().insert(GROUP_METADATA, group_value);
-            let replies = within(deadline, client.append_stream(request)).await?;
+            let replies = within(deadline, client.append_stream(request))
+                .await
+                .inspect_err(|error| {
+                    if matches!(error, RpcError::Unimplemented(_)) {
+                        this.note_streams_unsupported(&addr);
+                    }
+                })?;
             let session: IncomingMessages = Box::pin(Session {
                 replies: Some(replies),
                 _stop: stop,
@@ -451,6 +494,7 @@ fn status_error(status: Status) -> RpcError {
     match status.code() {
         Code::Unavailable => RpcError::Unreachable(status.message().to_string()),
         Code::DeadlineExceeded | Code::Cancelled => RpcError::Timeout,
+        Code::Unimplemented => RpcError::Unimplemented(status.message().to_string()),
         _ => RpcError::Remote(status.message().to_string()),
     }
 }
@@ -464,6 +508,13 @@ pub trait RaftHandler: Send + Sync + 'static {
         group: u64,
         payload: Bytes,
     ) -> impl Future<Output = Result<Bytes, String>> + Send;
+
+    /// Whether this handler serves stream sessions. One that does not is
+    /// answered `Unimplemented`, as a peer of a version without them
+    /// answers: its callers fall back to unary calls.
+    fn serves_streams(&self) -> bool {
+        true
+    }
 
     /// A stream session for `group`: its replies to `messages`, in order.
     /// `Err` refuses the session (an error status at the caller).
@@ -512,6 +563,9 @@ impl<H: RaftHandler> Raft for Service<H> {
         &self,
         request: Request<Streaming<GroupMessage>>,
     ) -> Result<Response<ReplyStream>, Status> {
+        if !self.handler.serves_streams() {
+            return Err(Status::unimplemented("stream sessions are not served"));
+        }
         let group_id = request
             .metadata()
             .get(GROUP_METADATA)

@@ -82,6 +82,69 @@ async fn start() -> String {
 
 const DEADLINE: Duration = Duration::from_secs(5);
 
+/// A peer as a version without stream sessions answers: everything but
+/// streams, which it does not know.
+struct WithoutStreams;
+
+impl RaftHandler for WithoutStreams {
+    fn serves_streams(&self) -> bool {
+        false
+    }
+
+    async fn handle(&self, kind: RpcKind, group: u64, payload: Bytes) -> Result<Bytes, String> {
+        Echo.handle(kind, group, payload).await
+    }
+
+    async fn stream(&self, _: u64, _: IncomingMessages) -> Result<MessageStream, String> {
+        unreachable!("a handler without streams is never asked for one")
+    }
+
+    async fn install_snapshot(
+        &self,
+        group: u64,
+        header: Bytes,
+        chunks: IncomingChunks,
+    ) -> Result<Bytes, String> {
+        Echo.install_snapshot(group, header, chunks).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_streams_is_remembered_as_such() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(rpc::serve(
+        listener,
+        Arc::new(WithoutStreams),
+        std::future::pending(),
+    ));
+    let client = RpcClient::new(ClientOptions::default());
+    assert!(client.streams_supported(&address));
+    let refused = client
+        .open_stream(
+            &address,
+            3,
+            Box::pin(futures_util::stream::iter([Bytes::from("a")])),
+            DEADLINE,
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(RpcError::Unimplemented(_))),
+        "{:?}",
+        refused.err()
+    );
+    assert!(!client.streams_supported(&address));
+    // Only that peer: another still gets sessions, and unary calls to the
+    // old one still work.
+    let other = start().await;
+    assert!(client.streams_supported(&other));
+    let reply = client
+        .call(&address, RpcKind::Vote, 3, Bytes::from("x"), DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(&reply[..], b"Vote/3/x");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unary_calls_carry_kind_group_and_payload() {
     let address = start().await;

@@ -133,6 +133,10 @@ pub struct Storage {
     pub snapshot_every: u64,
     /// Entries kept behind a snapshot.
     pub keep_behind_snapshot: u64,
+    /// Replicas (bit `1 << id`) that serve no stream sessions, as a node of
+    /// a version before them: their leaders replicate to them by unary
+    /// appends (a rolling upgrade).
+    pub without_streams: u64,
 }
 
 impl Default for Storage {
@@ -141,6 +145,7 @@ impl Default for Storage {
         Storage {
             snapshot_every: defaults.snapshot_every,
             keep_behind_snapshot: defaults.keep_behind_snapshot,
+            without_streams: 0,
         }
     }
 }
@@ -198,17 +203,60 @@ async fn run_replica(
     let group = ShardGroup::open(options, client, None).await?;
     let registry = Registry::new();
     registry.insert(group.clone());
-    tokio::spawn(rpc::serve_with_incoming(
-        crate::net::incoming(listener),
-        registry,
-        std::future::pending(),
-    ));
+    if storage.without_streams & (1 << id) != 0 {
+        tokio::spawn(rpc::serve_with_incoming(
+            crate::net::incoming(listener),
+            Arc::new(WithoutStreams(registry)),
+            std::future::pending(),
+        ));
+    } else {
+        tokio::spawn(rpc::serve_with_incoming(
+            crate::net::incoming(listener),
+            registry,
+            std::future::pending(),
+        ));
+    }
     if id == 1 && !group.raft.is_initialized().await? {
         group.raft.initialize(members(count)).await?;
     }
     handles.insert(id, group);
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// A replica's Raft service as a version without stream sessions serves it.
+struct WithoutStreams(Arc<Registry>);
+
+impl rpc::RaftHandler for WithoutStreams {
+    fn serves_streams(&self) -> bool {
+        false
+    }
+
+    async fn handle(
+        &self,
+        kind: rpc::RpcKind,
+        group: u64,
+        payload: Bytes,
+    ) -> Result<Bytes, String> {
+        self.0.handle(kind, group, payload).await
+    }
+
+    async fn stream(
+        &self,
+        group: u64,
+        messages: rpc::IncomingMessages,
+    ) -> Result<rpc::MessageStream, String> {
+        self.0.stream(group, messages).await
+    }
+
+    async fn install_snapshot(
+        &self,
+        group: u64,
+        header: Bytes,
+        chunks: rpc::IncomingChunks,
+    ) -> Result<Bytes, String> {
+        self.0.install_snapshot(group, header, chunks).await
+    }
 }
 
 /// Each replica's wall clock: simulated time plus a fixed offset and a drift

@@ -110,6 +110,7 @@ impl Config {
             storage: Storage {
                 snapshot_every: 200,
                 keep_behind_snapshot: 50,
+                without_streams: 0,
             },
             clock_offset_ms: 500,
             clock_drift_ppm: 500,
