@@ -1,11 +1,14 @@
 //! The cluster's own changes while the faults run (cluster runs with spare
 //! nodes): the admin adds a spare node, moves shard replicas between nodes
 //! (to the spare and back), adds one shard (which the slot migrations then
-//! move workload slots into and out of), and late in the window deletes the
-//! spare again, which first moves its replicas away. Each change is the
-//! admin's own command (`add_node`, `move_replica`, `add_shard`,
-//! `del_node`), as an operator would run it. A change a fault cut short is run again until it completes, first
-//! during the faults and then after healing, as an operator would rerun it.
+//! move workload slots into and out of), and late in the window deletes a
+//! node, which first moves its replicas away: the spare again, or in half
+//! the runs one of the founders, which also hands its vote in the metadata
+//! group to a node without one. Each change is the admin's own command
+//! (`add_node`, `move_replica`, `add_shard`, `del_node`), as an operator
+//! would run it. A change a fault cut short is run again until it
+//! completes, first during the faults and then after healing, as an
+//! operator would rerun it.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -61,8 +64,8 @@ pub enum Change {
 pub struct Changer {
     /// Every host, founders and spares.
     pub all: Vec<u64>,
-    /// The hosts the cluster is formed of (never deleted): the admin's
-    /// commands are sent to them.
+    /// The hosts the cluster is formed of (one may be deleted late in the
+    /// window).
     pub founders: Vec<u64>,
     /// The hosts that start outside the cluster.
     pub spares: Vec<u64>,
@@ -80,8 +83,9 @@ pub struct Changer {
 
 impl Changer {
     /// Until `end`: a change every 0.3-2 s. Spares join first; from
-    /// `retire_from` on, a joined spare is deleted (once). Returns the change
-    /// left unfinished, if any.
+    /// `retire_from` on, nodes are deleted (a joined spare, or a founder in
+    /// its place) while more than three remain. Returns the change left
+    /// unfinished, if any.
     pub async fn during(
         &self,
         retire_from: Duration,
@@ -135,7 +139,21 @@ impl Changer {
             if !topology.nodes.contains_key(&spare) {
                 return Some(Change::AddNode(spare));
             }
-            if retiring {
+            let remaining = self
+                .all
+                .iter()
+                .filter(|node| !self.retired.contains(**node))
+                .count();
+            if retiring && remaining > 3 {
+                // Half the time a founder leaves instead: a metadata voter,
+                // whose vote goes to a node without one first.
+                let founder_left = self
+                    .founders
+                    .iter()
+                    .any(|node| self.retired.contains(*node));
+                if !founder_left && rng.below(2) == 0 {
+                    return Some(Change::DelNode(*pick(rng, &self.founders)?));
+                }
                 return Some(Change::DelNode(spare));
             }
         }
@@ -167,6 +185,15 @@ impl Changer {
         Some(Change::MoveReplica { shard, from, to })
     }
 
+    /// The hosts not deleted, but `leaving`.
+    fn in_service(&self, leaving: Option<u64>) -> Vec<u64> {
+        self.all
+            .iter()
+            .copied()
+            .filter(|node| !self.retired.contains(*node) && Some(*node) != leaving)
+            .collect()
+    }
+
     fn saw(&self, epoch: u64) {
         self.highest_epoch
             .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
@@ -178,7 +205,14 @@ impl Changer {
         let highest = self
             .highest_epoch
             .load(std::sync::atomic::Ordering::Relaxed);
-        let Some((existing, topology, _)) = newest_topology(&self.founders).await else {
+        // The admin asks any node still in service, never the one leaving
+        // (`del_node` refuses to be sent to it).
+        let leaving = match change {
+            Change::DelNode(node) => Some(*node),
+            _ => None,
+        };
+        let askable = self.in_service(leaving);
+        let Some((existing, topology, _)) = newest_topology(&askable).await else {
             self.log.record(
                 false,
                 format!("{change:?}: no node answered with the topology"),
@@ -210,7 +244,7 @@ impl Changer {
                         // an older topology that never listed it).
                         Err(error)
                             if error.to_string() == format!("no node {node} in the cluster")
-                                && removal_agreed(&self.founders, node, highest).await =>
+                                && removal_agreed(&askable, node, highest).await =>
                         {
                             let address = node_address(node);
                             let shutdown = node::resp_client::call(&address, &[b"SHUTDOWN"]);

@@ -879,7 +879,13 @@ async fn drive(
     }
     let digest = digests.join("; ");
     if cluster {
-        check_cluster()
+        // Asked of a node in service (a founder may have been deleted).
+        let asked = nodes
+            .iter()
+            .copied()
+            .find(|node| !changer.retired.contains(*node))
+            .unwrap_or(1);
+        check_cluster(asked)
             .await
             .map_err(|error| format!("{error}; {}", group_states(groups, &nodes)))?;
     }
@@ -1115,10 +1121,10 @@ fn group_states(groups: &Groups, nodes: &[u64]) -> String {
 
 /// The admin's `check` after healing: one topology everywhere, every slot
 /// owned, none moving, every shard with a leader that serves requests.
-async fn check_cluster() -> Result<(), String> {
+async fn check_cluster(node: u64) -> Result<(), String> {
     let mut last = String::new();
     for _ in 0..20 {
-        match node::admin::check(&node_address(1)).await {
+        match node::admin::check(&node_address(node)).await {
             Ok(()) => return Ok(()),
             Err(error) => last = format!("{error:#}"),
         }
