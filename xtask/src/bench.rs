@@ -300,6 +300,70 @@ impl Report {
 pub(crate) struct Sample {
     pub rps: f64,
     pub p50_ms: Option<f64>,
+    /// The server's CPU time (user + system) per request during the run.
+    pub server_cpu_us: Option<f64>,
+    /// The load generator's CPU time over the run's wall time: near 1.0, it
+    /// was the bottleneck, and the throughputs compare the load generator
+    /// more than the servers (the CPU per request then compares them).
+    pub client_busy: Option<f64>,
+}
+
+impl Sample {
+    pub fn new(rps: f64, p50_ms: Option<f64>) -> Sample {
+        Sample {
+            rps,
+            p50_ms,
+            server_cpu_us: None,
+            client_busy: None,
+        }
+    }
+}
+
+/// CPU clock ticks per second (`getconf CLK_TCK`; 100 on Linux).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// Fields of `/proc/<pid>/stat` after the command name, summed: `first` and
+/// the one after it (14 and 15 are a process's user and system time, 16 and
+/// 17 those of its waited-for children), in clock ticks.
+fn stat_ticks(pid: &str, first: usize) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    // `after_name` starts at field 3.
+    let mut fields = after_name.split_whitespace().skip(first - 3);
+    let one: u64 = fields.next()?.parse().ok()?;
+    let two: u64 = fields.next()?.parse().ok()?;
+    Some(one + two)
+}
+
+/// A process's CPU time so far, in clock ticks.
+pub(crate) fn process_ticks(pid: u32) -> Option<u64> {
+    stat_ticks(&pid.to_string(), 14)
+}
+
+/// The CPU time of this process's finished (waited-for) children.
+fn children_ticks() -> Option<u64> {
+    stat_ticks("self", 16)
+}
+
+/// Seconds of CPU time in `ticks`.
+pub(crate) fn cpu_seconds(ticks: u64) -> f64 {
+    ticks as f64 / clock_ticks()
+}
+
+/// CPU microseconds per request from a tick difference.
+pub(crate) fn cpu_us_per_request(ticks: u64, requests: u64) -> f64 {
+    cpu_seconds(ticks) * 1e6 / requests.max(1) as f64
 }
 
 /// One table cell: a redis-benchmark test at one pipeline depth.
@@ -350,7 +414,7 @@ pub(crate) fn measure_cell(
 }
 
 /// The header of a [`compare_row`] table.
-pub(crate) const COMPARE_HEADER: &str = "| test | pipeline | slotraft rps | redis rps | ratio | met | slotraft p50 ms | redis p50 ms |\n|---|---|---:|---:|---:|---|---:|---:|";
+pub(crate) const COMPARE_HEADER: &str = "| test | pipeline | slotraft rps | redis rps | ratio | met | slotraft p50 ms | redis p50 ms | slotraft CPU us/req | redis CPU us/req | CPU ratio | load generator busy |\n|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|";
 
 /// Measures `test` (a redis-benchmark test name or a whole command) at every
 /// pipeline depth on slotraft and redis-server, and writes one table row per
@@ -384,16 +448,41 @@ pub(crate) fn compare_row(
         let value = ratio(medians[0], medians[1]);
         writeln!(
             report.md,
-            "| {label} | {pipeline} | {} | {} | {} | {} | {} | {} |",
+            "| {label} | {pipeline} | {} | {} | {} | {} | {} | {} | {} |",
             rps_cell(medians[0]),
             rps_cell(medians[1]),
             ratio_cell(value),
             met(value, 1.0),
             p50_cell(medians[0]),
             p50_cell(medians[1]),
+            cpu_cells(medians[0], medians[1]),
         )?;
     }
     Ok(())
+}
+
+/// The CPU columns of a [`compare_row`]: each server's CPU per request,
+/// slotraft's over redis-server's (below 1.0: slotraft spends less), and
+/// the busier of the two runs' load generator (near 100%: the throughputs
+/// are bounded by it, not by the servers).
+pub(crate) fn cpu_cells(ours: Option<Sample>, theirs: Option<Sample>) -> String {
+    let cpu = |sample: Option<Sample>| sample.and_then(|sample| sample.server_cpu_us);
+    let cell = |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |us| format!("{us:.2}"));
+    let ratio = cpu(ours)
+        .zip(cpu(theirs))
+        .filter(|(_, theirs)| *theirs > 0.0)
+        .map(|(ours, theirs)| ours / theirs);
+    let busy = [ours, theirs]
+        .iter()
+        .filter_map(|sample| sample.and_then(|sample| sample.client_busy))
+        .reduce(f64::max);
+    format!(
+        "{} | {} | {} | {}",
+        cell(cpu(ours)),
+        cell(cpu(theirs)),
+        ratio.map_or_else(|| "-".to_owned(), |ratio| format!("{ratio:.2}")),
+        busy.map_or_else(|| "-".to_owned(), |busy| format!("{:.0}%", busy * 100.0)),
+    )
 }
 
 /// `yes` when `value` reaches `target`, `no` below it, `-` unmeasured.
@@ -525,7 +614,16 @@ fn bench_one(
         command.args(["-t", test]);
     }
     let started = Instant::now();
+    let server_before = process_ticks(server.pid());
+    let client_before = children_ticks();
     let out = run_captured(&mut command, RUN_TIMEOUT).map_err(|error| format!("{error:#}"))?;
+    let wall = started.elapsed().as_secs_f64();
+    let server_ticks = server_before
+        .zip(process_ticks(server.pid()))
+        .map(|(before, after)| after.saturating_sub(before));
+    let client_ticks = client_before
+        .zip(children_ticks())
+        .map(|(before, after)| after.saturating_sub(before));
     let stderr = out.stderr.trim();
     match out.status {
         None => Err(format!(
@@ -542,13 +640,19 @@ fn bench_one(
             started.elapsed().as_secs_f64(),
             first_lines(stderr, 5)
         )),
-        Some(_) => parse_csv(&out.stdout).map_err(|error| {
-            format!(
-                "{error}; stdout: {:?}; stderr: {}",
-                first_lines(&out.stdout, 5),
-                first_lines(stderr, 5)
-            )
-        }),
+        Some(_) => parse_csv(&out.stdout)
+            .map(|sample| Sample {
+                server_cpu_us: server_ticks.map(|ticks| cpu_us_per_request(ticks, requests)),
+                client_busy: client_ticks.map(|ticks| cpu_seconds(ticks) / wall),
+                ..sample
+            })
+            .map_err(|error| {
+                format!(
+                    "{error}; stdout: {:?}; stderr: {}",
+                    first_lines(&out.stdout, 5),
+                    first_lines(stderr, 5)
+                )
+            }),
     }
 }
 
@@ -587,7 +691,7 @@ fn parse_csv(stdout: &str) -> Result<Sample, String> {
     let p50_ms = column("p50_latency_ms")
         .and_then(|index| row.get(index))
         .and_then(|field| field.parse().ok());
-    Ok(Sample { rps, p50_ms })
+    Ok(Sample::new(rps, p50_ms))
 }
 
 /// Splits one CSV line, removing double quotes (`""` inside quotes is a literal quote).
@@ -747,23 +851,14 @@ mod tests {
                    \"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n\
                    \"MSET (10 keys)\",\"96618.36\",\"7.939\",\"0.928\",\"7.439\",\"14.487\",\
                    \"17.183\",\"17.759\"\n";
-        assert_eq!(
-            parse_csv(out),
-            Ok(Sample {
-                rps: 96618.36,
-                p50_ms: Some(7.439)
-            })
-        );
+        assert_eq!(parse_csv(out), Ok(Sample::new(96618.36, Some(7.439))));
     }
 
     #[test]
     fn parses_old_two_column_csv() {
         assert_eq!(
             parse_csv("\"SET\",\"55401.66\"\n"),
-            Ok(Sample {
-                rps: 55401.66,
-                p50_ms: None
-            })
+            Ok(Sample::new(55401.66, None))
         );
     }
 
@@ -781,7 +876,7 @@ mod tests {
 
     #[test]
     fn median_picks_the_middle_throughput() {
-        let sample = |rps| Sample { rps, p50_ms: None };
+        let sample = |rps| Sample::new(rps, None);
         assert_eq!(
             median(&[sample(3.0), sample(1.0), sample(2.0)]),
             Some(sample(2.0))

@@ -713,7 +713,7 @@ fn parse_rows(stdout: &str) -> Vec<(String, Sample)> {
             continue;
         };
         let p50_ms = number(column("p50_latency_ms"));
-        rows.push((fields[0].clone(), Sample { rps, p50_ms }));
+        rows.push((fields[0].clone(), Sample::new(rps, p50_ms)));
     }
     rows
 }

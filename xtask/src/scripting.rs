@@ -8,8 +8,8 @@
 //! - PUBLISH to a channel with 50 subscribers, under redis-benchmark.
 
 use crate::bench::{
-    compare_row, median, met, ratio, ratio_cell, rps_cell, Report, Sample, Sizes, CLIENTS,
-    COMPARE_HEADER,
+    compare_row, cpu_cells, cpu_seconds, cpu_us_per_request, median, met, process_ticks, ratio,
+    ratio_cell, rps_cell, Report, Sample, Sizes, CLIENTS, COMPARE_HEADER,
 };
 use crate::server::Server;
 use crate::wire::{self, Conn, Reply};
@@ -83,9 +83,9 @@ pub(crate) fn run(
     )?;
     writeln!(
         report.md,
-        "| test | slotraft tx/s | redis tx/s | ratio | met |"
+        "| test | slotraft tx/s | redis tx/s | ratio | met | slotraft CPU us/tx | redis CPU us/tx | CPU ratio | load generator busy |"
     )?;
-    writeln!(report.md, "|---|---:|---:|---:|---|")?;
+    writeln!(report.md, "|---|---:|---:|---:|---|---:|---:|---:|---:|")?;
     let mut samples: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
     for round in 0..sizes.rounds {
         for offset in 0..2 {
@@ -95,12 +95,26 @@ pub(crate) fn run(
             } else {
                 &mut *redis
             };
+            // The load runs on this process's own threads: its CPU time
+            // is the load generator's.
+            let server_before = process_ticks(server.pid());
+            let client_before = process_ticks(std::process::id());
+            let started = Instant::now();
             match transactions_per_second(server.port, transactions) {
                 Ok(rate) => {
                     eprintln!("   MULTI/EXEC x3 {:<18} {rate:>12.0} tx/s", server.name);
+                    let wall = started.elapsed().as_secs_f64();
+                    let spent = |before: Option<u64>, pid: u32| {
+                        before
+                            .zip(process_ticks(pid))
+                            .map(|(before, after)| after.saturating_sub(before))
+                    };
                     samples[index].push(Sample {
-                        rps: rate,
-                        p50_ms: None,
+                        server_cpu_us: spent(server_before, server.pid())
+                            .map(|ticks| cpu_us_per_request(ticks, transactions)),
+                        client_busy: spent(client_before, std::process::id())
+                            .map(|ticks| cpu_seconds(ticks) / wall),
+                        ..Sample::new(rate, None)
                     });
                 }
                 Err(error) => report.fail(format!("MULTI/EXEC on {}: {error:#}", server.name)),
@@ -111,11 +125,12 @@ pub(crate) fn run(
     let value = ratio(medians[0], medians[1]);
     writeln!(
         report.md,
-        "| MULTI/EXEC of 3 | {} | {} | {} | {} |",
+        "| MULTI/EXEC of 3 | {} | {} | {} | {} | {} |",
         rps_cell(medians[0]),
         rps_cell(medians[1]),
         ratio_cell(value),
-        met(value, 1.0)
+        met(value, 1.0),
+        cpu_cells(medians[0], medians[1]),
     )?;
     writeln!(
         report.md,
