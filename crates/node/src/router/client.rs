@@ -331,47 +331,50 @@ fn is_script(spec: &CommandSpec) -> bool {
 
 /// Commands the router answers, splits or queues itself (see
 /// [`Client::handle`]); never part of a forwarded pipeline.
-const ROUTER_COMMANDS: &[&str] = &[
-    "quit",
-    "ping",
-    "echo",
-    "hello",
-    "select",
-    "readonly",
-    "readwrite",
-    "multi",
-    "exec",
-    "discard",
-    "watch",
-    "unwatch",
-    "reset",
-    "subscribe",
-    "psubscribe",
-    "ssubscribe",
-    "unsubscribe",
-    "punsubscribe",
-    "sunsubscribe",
-    "monitor",
-    "mget",
-    "mset",
-    "del",
-    "unlink",
-    "exists",
-    "touch",
-    "dbsize",
-    "scan",
-    "keys",
-    "randomkey",
-    "flushall",
-    "flushdb",
-    "script|load",
-    "script|flush",
-    "function|load",
-    "function|flush",
-    "function|delete",
-    "function|restore",
-    "script|exists",
-];
+fn answered_by_router(name: &str) -> bool {
+    matches!(
+        name,
+        "quit"
+            | "ping"
+            | "echo"
+            | "hello"
+            | "select"
+            | "readonly"
+            | "readwrite"
+            | "multi"
+            | "exec"
+            | "discard"
+            | "watch"
+            | "unwatch"
+            | "reset"
+            | "subscribe"
+            | "psubscribe"
+            | "ssubscribe"
+            | "unsubscribe"
+            | "punsubscribe"
+            | "sunsubscribe"
+            | "monitor"
+            | "mget"
+            | "mset"
+            | "del"
+            | "unlink"
+            | "exists"
+            | "touch"
+            | "dbsize"
+            | "scan"
+            | "keys"
+            | "randomkey"
+            | "flushall"
+            | "flushdb"
+            | "script|load"
+            | "script|flush"
+            | "function|load"
+            | "function|flush"
+            | "function|delete"
+            | "function|restore"
+            | "script|exists"
+    )
+}
 
 /// Commands the router answers for the whole cluster, which a transaction
 /// (run on one node) cannot.
@@ -473,7 +476,7 @@ impl Client {
             return None;
         }
         let spec = keyspace::commands::resolve(arguments).ok()?;
-        if spec.has(flags::BLOCKING) || ROUTER_COMMANDS.contains(&spec.name) {
+        if spec.has(flags::BLOCKING) || answered_by_router(spec.name) {
             return None;
         }
         if self.readonly && spec.has(flags::READONLY) && !spec.is_write() {
@@ -499,18 +502,21 @@ impl Client {
         run: &[(u16, &'static CommandSpec)],
         requests: &[Vec<Bytes>],
     ) -> Vec<Reply> {
-        let mut shares: Vec<(String, Vec<usize>)> = Vec::new();
+        let mut shares: Vec<(&str, Vec<usize>)> = Vec::new();
         let mut replies: Vec<Option<Reply>> = vec![None; run.len()];
-        {
-            let map = self.router.map();
-            for (index, (slot, _)) in run.iter().enumerate() {
-                let Some(address) = map.owner(*slot) else {
-                    continue;
-                };
-                match shares.iter_mut().find(|(known, _)| known == address) {
-                    Some((_, indexes)) => indexes.push(index),
-                    None => shares.push((address.to_string(), vec![index])),
-                }
+        // Held for the whole batch: the shares name its addresses.
+        let map = self.router.map();
+        for (index, (slot, _)) in run.iter().enumerate() {
+            let Some(address) = map.owner(*slot) else {
+                continue;
+            };
+            // The map's own strings: the same node is the same pointer.
+            match shares
+                .iter_mut()
+                .find(|(known, _)| std::ptr::eq(*known, address) || *known == address)
+            {
+                Some((_, indexes)) => indexes.push(index),
+                None => shares.push((address, vec![index])),
             }
         }
         // Shares without scripts go to the shared links; a script may run

@@ -54,9 +54,9 @@ impl Lane {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct LinkKey {
-    address: String,
+/// A node's link for one protocol and lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct LinkKind {
     resp3: bool,
     lane: Lane,
 }
@@ -72,9 +72,10 @@ struct Link {
     alive: Arc<AtomicBool>,
 }
 
-/// The router's links, by node, protocol and lane.
+/// The router's links, by node, then protocol and lane (found without
+/// allocating: the address is looked up as borrowed text).
 pub struct Pool {
-    links: Mutex<HashMap<LinkKey, Link>>,
+    links: Mutex<HashMap<String, HashMap<LinkKind, Link>>>,
     timeout: Duration,
 }
 
@@ -96,7 +97,17 @@ impl Pool {
         lane: Lane,
         requests: &[&[Bytes]],
     ) -> oneshot::Receiver<Outcome> {
-        let mut wire = Vec::new();
+        // Room for the arguments and their headers, so encoding rarely grows it.
+        let size: usize = requests
+            .iter()
+            .map(|arguments| {
+                16 + arguments
+                    .iter()
+                    .map(|argument| argument.len() + 16)
+                    .sum::<usize>()
+            })
+            .sum();
+        let mut wire = Vec::with_capacity(size);
         for arguments in requests {
             upstream::encode_request(arguments, &mut wire);
         }
@@ -106,25 +117,31 @@ impl Pool {
             count: requests.len(),
             done,
         };
-        let key = LinkKey {
-            address: address.to_string(),
+        let kind = LinkKind {
             resp3: protocol == Protocol::Resp3,
             lane,
         };
-        let mut links = match self.links.lock() {
+        let mut all = match self.links.lock() {
             Ok(links) => links,
             Err(poisoned) => poisoned.into_inner(),
         };
+        if !all.contains_key(address) {
+            all.insert(address.to_string(), HashMap::new());
+        }
+        let mut links = all.get_mut(address);
         // A dead link is replaced; a link that died between the check and
         // the send hands the job back, and a fresh one takes it.
         for _ in 0..2 {
+            let Some(links) = links.as_deref_mut() else {
+                break;
+            };
             let usable = links
-                .get(&key)
+                .get(&kind)
                 .is_some_and(|link| link.alive.load(Ordering::Acquire));
             if !usable {
-                links.insert(key.clone(), Link::open(&key, protocol, self.timeout));
+                links.insert(kind, Link::open(address, protocol, self.timeout));
             }
-            let Some(link) = links.get(&key) else {
+            let Some(link) = links.get(&kind) else {
                 break;
             };
             match link.jobs.send(job) {
@@ -155,11 +172,11 @@ pub async fn outcome(receiver: oneshot::Receiver<Outcome>) -> Outcome {
 }
 
 impl Link {
-    fn open(key: &LinkKey, protocol: Protocol, limit: Duration) -> Link {
+    fn open(address: &str, protocol: Protocol, limit: Duration) -> Link {
         let (jobs, receiver) = mpsc::unbounded_channel();
         let alive = Arc::new(AtomicBool::new(true));
         tokio::spawn(run(
-            key.address.clone(),
+            address.to_string(),
             protocol,
             limit,
             receiver,
