@@ -168,6 +168,13 @@ impl Config {
         if self.hosts == Hosts::Cluster && self.spare != 1 {
             mutation.push_str(&format!(" --spare {}", self.spare));
         }
+        if self.storage.without_streams != 0 {
+            let ids: Vec<String> = (1..64)
+                .filter(|id| self.storage.without_streams & (1 << id) != 0)
+                .map(|id| id.to_string())
+                .collect();
+            mutation.push_str(&format!(" --without-streams {}", ids.join(",")));
+        }
         format!(
             "cargo xtask sim --from {} --seeds 1 --faults {faults} --window-ms {}{mutation}",
             self.seed,

@@ -1,5 +1,5 @@
 //! Sweeps simulation seeds: `slotraft-sim --seeds N [--from S] [--faults LIST]
-//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--spare N] [--verbose]`.
+//! [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--spare N] [--without-streams ID,...] [--verbose]`.
 //! `cargo xtask sim` builds and runs it in release mode.
 
 use std::process::ExitCode;
@@ -10,7 +10,7 @@ use sim::faults::Kind;
 use sim::run::{Config, Hosts};
 use sim::sweep::sweep;
 
-const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--spare N] [--verbose]";
+const USAGE: &str = "usage: slotraft-sim [--seeds N] [--from S] [--faults all|none|KIND,...] [--window-ms MS] [--threads T] [--mutation stale-reads|ack-before-commit] [--hosts replication|node|cluster] [--spare N] [--without-streams ID,...] [--verbose]";
 
 fn main() -> ExitCode {
     trace_from_env();
@@ -71,6 +71,17 @@ fn parse(arguments: Vec<String>) -> Result<Options, String> {
                 options.template.hosts = Hosts::parse(&value("--hosts")?)?;
             }
             "--spare" => spare = Some(number(value("--spare")?, "--spare")?),
+            // Replicas of a version without stream sessions (a rolling
+            // upgrade), replication hosts only.
+            "--without-streams" => {
+                for id in value("--without-streams")?.split(',') {
+                    let id = number(id.to_string(), "--without-streams")?;
+                    if !(1..64).contains(&id) {
+                        return Err(format!("--without-streams: no replica {id}"));
+                    }
+                    options.template.storage.without_streams |= 1 << id;
+                }
+            }
             "--verbose" => options.verbose = true,
             "-h" | "--help" => return Err("help".into()),
             other => return Err(format!("unknown argument {other:?}")),
@@ -81,6 +92,10 @@ fn parse(arguments: Vec<String>) -> Result<Options, String> {
         options.template = options.template.with_spare(spare.unwrap_or(1));
     } else if spare.is_some() {
         return Err("--spare is for --hosts cluster".into());
+    }
+    if options.template.storage.without_streams != 0 && options.template.hosts != Hosts::Replication
+    {
+        return Err("--without-streams is for --hosts replication".into());
     }
     Ok(options)
 }
