@@ -936,20 +936,64 @@ async fn metadata_round(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
     report_leadership(node).await
 }
 
-/// A node without a metadata replica asks a metadata voter for the topology
-/// (leaders included in it).
+/// A node without a metadata replica asks for the topology (leaders included
+/// in it): the metadata leader as far as it knows; when that one does not
+/// answer, the other metadata voters of its view; when none of them does,
+/// every other node of its view. The newest answer wins. A node whose view
+/// is old (say it restarted from the topology it was handed when it joined)
+/// may name voters that have since left the cluster, or miss that it became
+/// a voter itself: any node of its view that is still in service brings it
+/// up to date.
 async fn fetch_topology(
     node: &ClusterNode,
     current: &Topology,
 ) -> Option<(u64, Bytes, BTreeMap<u64, meta::LeaderRecord>)> {
-    let address = metadata_leader_address(node, current)?;
-    let reply = crate::resp_client::call(&address, &[b"SLOTRAFT", b"TOPOLOGY"])
-        .await
-        .ok()?;
-    let Frame::Bulk(bytes) = reply else {
-        return None;
+    let me = node.identity.id;
+    let address_of = |id: &u64| {
+        current
+            .nodes
+            .get(id)
+            .map(|info| format!("{}:{}", info.host, info.port))
     };
-    let topology = Topology::from_bytes(&bytes).ok()?;
+    let first = metadata_leader_address(node, current);
+    let voters: Vec<String> = current
+        .metadata_voters
+        .iter()
+        .filter(|id| **id != me)
+        .filter_map(address_of)
+        .filter(|address| Some(address) != first.as_ref())
+        .collect();
+    let others: Vec<String> = current
+        .nodes
+        .keys()
+        .filter(|id| **id != me && !current.metadata_voters.contains(id))
+        .filter_map(address_of)
+        .collect();
+    let rounds = [first.into_iter().collect::<Vec<_>>(), voters, others];
+    let mut newest: Option<(u64, Bytes, Topology)> = None;
+    for round in rounds {
+        let asked = round.iter().map(|address| async move {
+            match crate::resp_client::call(address, &[b"SLOTRAFT", b"TOPOLOGY"]).await {
+                Ok(Frame::Bulk(bytes)) => Topology::from_bytes(&bytes)
+                    .ok()
+                    .map(|topology| (topology.epoch, bytes, topology)),
+                _ => None,
+            }
+        });
+        for (epoch, bytes, topology) in futures_util::future::join_all(asked)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            if newest.as_ref().is_none_or(|(known, _, _)| epoch > *known) {
+                newest = Some((epoch, bytes, topology));
+            }
+        }
+        if newest.is_some() {
+            break;
+        }
+    }
+    let (_, bytes, topology) = newest?;
     let leaders = topology
         .leaders
         .iter()

@@ -392,3 +392,18 @@ fn seed_1691_on_the_cluster_a_queue_with_many_unknown_outcomes_is_checked_to_the
     let report = run(&Config::on_cluster(1691));
     assert!(report.passed(), "seed 1691 on the cluster: {report:?}");
 }
+
+/// A spare node that took a deleted founder's metadata vote crashed right
+/// after. It restarted from the topology it was handed when it joined,
+/// which listed neither it as a voter nor the founder as gone, so it asked
+/// only that founder for news: nobody answered, and it stayed at that old
+/// topology for good, hosting none of its replicas. Found by the cluster
+/// sweep once it deleted founders; a node without a metadata replica now
+/// asks the other voters, then every node of its view, for the topology.
+#[test]
+fn seeds_2672_3407_on_the_cluster_a_restarted_new_voter_finds_the_topology() {
+    for seed in [2672, 3407] {
+        let report = run(&Config::on_cluster(seed));
+        assert!(report.passed(), "seed {seed} on the cluster: {report:?}");
+    }
+}
