@@ -970,30 +970,33 @@ async fn fetch_topology(
         .filter_map(address_of)
         .collect();
     let rounds = [first.into_iter().collect::<Vec<_>>(), voters, others];
-    let mut newest: Option<(u64, Bytes, Topology)> = None;
+    let mut newest: Option<(Bytes, Topology)> = None;
     for round in rounds {
         let asked = round.iter().map(|address| async move {
             match crate::resp_client::call(address, &[b"SLOTRAFT", b"TOPOLOGY"]).await {
                 Ok(Frame::Bulk(bytes)) => Topology::from_bytes(&bytes)
                     .ok()
-                    .map(|topology| (topology.epoch, bytes, topology)),
+                    .map(|topology| (bytes, topology)),
                 _ => None,
             }
         });
-        for (epoch, bytes, topology) in futures_util::future::join_all(asked)
+        for (bytes, topology) in futures_util::future::join_all(asked)
             .await
             .into_iter()
             .flatten()
         {
-            if newest.as_ref().is_none_or(|(known, _, _)| epoch > *known) {
-                newest = Some((epoch, bytes, topology));
+            if newest
+                .as_ref()
+                .is_none_or(|(_, known)| topology.epoch > known.epoch)
+            {
+                newest = Some((bytes, topology));
             }
         }
         if newest.is_some() {
             break;
         }
     }
-    let (_, bytes, topology) = newest?;
+    let (bytes, topology) = newest?;
     let leaders = topology
         .leaders
         .iter()

@@ -186,8 +186,7 @@ fn seed_39_on_the_cluster_del_node_resumes_an_interrupted_move() {
 /// simulation started moving replicas to a fourth node.
 #[test]
 fn seed_155_on_the_cluster_a_leader_without_metadata_replica_is_recorded() {
-    let report = run(&Config::on_cluster(155));
-    assert!(report.passed(), "seed 155 on the cluster: {report:?}");
+    pinned_on_cluster(&[155]);
 }
 
 /// A replica moved away from a node and later back to it started from
@@ -203,10 +202,7 @@ fn seed_155_on_the_cluster_a_leader_without_metadata_replica_is_recorded() {
 /// 2275 and 8913 read stale; 1736 and 1042 diverged after healing).
 #[test]
 fn seeds_4155_2275_8913_1736_1042_on_the_cluster_a_returning_replica_keeps_its_vote() {
-    for seed in [4155, 2275, 8913, 1736, 1042] {
-        let report = run(&Config::on_cluster(seed));
-        assert!(report.passed(), "seed {seed} on the cluster: {report:?}");
-    }
+    pinned_on_cluster(&[4155, 2275, 8913, 1736, 1042]);
 }
 
 /// A shard added while its first replica's node crashed 12 ms after it
@@ -219,10 +215,7 @@ fn seeds_4155_2275_8913_1736_1042_on_the_cluster_a_returning_replica_keeps_its_v
 /// a shard under faults.
 #[test]
 fn seeds_372_686_on_the_cluster_a_crashed_founder_still_forms_its_shard() {
-    for seed in [372, 686] {
-        let report = run(&Config::on_cluster(seed));
-        assert!(report.passed(), "seed {seed} on the cluster: {report:?}");
-    }
+    pinned_on_cluster(&[372, 686]);
 }
 
 /// The simulation's own bug: all three founders had just restarted and were
@@ -234,8 +227,7 @@ fn seeds_372_686_on_the_cluster_a_crashed_founder_still_forms_its_shard() {
 /// any seen before.
 #[test]
 fn seed_4117_on_the_cluster_a_replaying_cluster_is_not_taken_for_a_finished_del_node() {
-    let report = run(&Config::on_cluster(4117));
-    assert!(report.passed(), "seed 4117 on the cluster: {report:?}");
+    pinned_on_cluster(&[4117]);
 }
 
 /// A shard's second leader of one Raft term (openraft orders leaders by term,
@@ -342,6 +334,14 @@ fn pinned(seed: u64) {
     assert!(report.passed(), "seed {seed}: {report:?}");
 }
 
+/// Runs pinned cluster seeds (with the default spare node).
+fn pinned_on_cluster(seeds: &[u64]) {
+    for &seed in seeds {
+        let report = run(&Config::on_cluster(seed));
+        assert!(report.passed(), "seed {seed} on the cluster: {report:?}");
+    }
+}
+
 /// A restarted leader used to restore its leadership without an election
 /// and serve reads that missed writes it had acknowledged (its committed index
 /// on disk was behind): first seen at seed 8 of the first sweep. With the
@@ -389,8 +389,7 @@ fn seed_829_log_time_survives_snapshots() {
 /// of 10 million.
 #[test]
 fn seed_1691_on_the_cluster_a_queue_with_many_unknown_outcomes_is_checked_to_the_end() {
-    let report = run(&Config::on_cluster(1691));
-    assert!(report.passed(), "seed 1691 on the cluster: {report:?}");
+    pinned_on_cluster(&[1691]);
 }
 
 /// A spare node that took a deleted founder's metadata vote crashed right
@@ -402,8 +401,5 @@ fn seed_1691_on_the_cluster_a_queue_with_many_unknown_outcomes_is_checked_to_the
 /// asks the other voters, then every node of its view, for the topology.
 #[test]
 fn seeds_2672_3407_on_the_cluster_a_restarted_new_voter_finds_the_topology() {
-    for seed in [2672, 3407] {
-        let report = run(&Config::on_cluster(seed));
-        assert!(report.passed(), "seed {seed} on the cluster: {report:?}");
-    }
+    pinned_on_cluster(&[2672, 3407]);
 }
