@@ -146,6 +146,7 @@ impl ShardGroup {
         if let Some(observer) = observer {
             state_machine.set_observer(observer);
         }
+        state_machine.offload_builds(options.log_writer == WriterMode::Thread);
         let state = state_machine.state();
         let closed = state_machine.closing();
         let network = NetworkFactory::new(

@@ -124,6 +124,9 @@ pub struct StateMachine {
     /// Held while a snapshot file is written or installed; true once the
     /// replica is closed (see [`StateMachine::closing`]).
     closed: Arc<tokio::sync::Mutex<bool>>,
+    /// Snapshot files are written on a blocking-pool thread (see
+    /// [`StateMachine::offload_builds`]).
+    offload: bool,
 }
 
 impl StateMachine {
@@ -173,7 +176,17 @@ impl StateMachine {
             current,
             observer: None,
             closed: Arc::new(tokio::sync::Mutex::new(false)),
+            offload: false,
         })
+    }
+
+    /// Writes snapshot files on tokio's blocking pool instead of the task
+    /// that builds them. Serializing a large keyspace and fsyncing the file
+    /// take milliseconds to seconds; on the runtime's own thread that stalls
+    /// every connection and Raft message of the node meanwhile. Not for
+    /// simulated runtimes, where file work must stay on the simulated clock.
+    pub fn offload_builds(&mut self, offload: bool) {
+        self.offload = offload;
     }
 
     /// The flag that closes this state machine's snapshot directory: once it
@@ -431,6 +444,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             dir: self.dir.clone(),
             fs: self.fs.clone(),
             closed: self.closed.clone(),
+            offload: self.offload,
         }
     }
 
@@ -508,6 +522,7 @@ pub struct SnapshotBuilder {
     dir: PathBuf,
     fs: Arc<dyn Fs>,
     closed: Arc<tokio::sync::Mutex<bool>>,
+    offload: bool,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -522,14 +537,34 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .ok_or_else(|| io::Error::other("snapshot builder used twice"))?;
         // A build outlives its Raft node's shutdown: it must not write into
         // the directory once the replica is closed.
-        let _open = still_open(&self.closed).await?;
+        let open = still_open(&self.closed).await?;
         let index = self.meta.last_log_id.map(|id| id.index).unwrap_or(0);
         let tmp = self.dir.join(format!("build-{index}.tmp"));
-        let fs = self.fs.as_ref();
-        write_snapshot_file(fs, &tmp, &self.meta, self.log_time_ms, &keyspace)?;
         let current = self.dir.join("current.snap");
-        fs.rename(&tmp, &current)?;
-        fs.sync_dir(&self.dir)?;
+        let (fs, dir, meta, log_time_ms) = (
+            self.fs.clone(),
+            self.dir.clone(),
+            self.meta.clone(),
+            self.log_time_ms,
+        );
+        let current_path = current.clone();
+        let write = move || -> io::Result<()> {
+            // The directory stays this replica's until the file is in place.
+            let _open = open;
+            write_snapshot_file(fs.as_ref(), &tmp, &meta, log_time_ms, &keyspace)?;
+            // The copy of the keyspace goes here too: dropping it frees
+            // every page the live keyspace no longer shares.
+            drop(keyspace);
+            fs.rename(&tmp, &current_path)?;
+            fs.sync_dir(&dir)
+        };
+        if self.offload {
+            tokio::task::spawn_blocking(write)
+                .await
+                .map_err(|error| io::Error::other(format!("snapshot writer: {error}")))??;
+        } else {
+            write()?;
+        }
         Ok(openraft::Snapshot {
             meta: self.meta.clone(),
             snapshot: SnapshotFile {
