@@ -1,6 +1,7 @@
 //! Replicated shards of real processes: failover, catch-up, snapshots, history.
 
 mod t10_failover;
+mod t15_shared_entries;
 mod t20_history;
 mod t30_snapshots;
 mod t40_blocking;

@@ -1043,6 +1043,9 @@ pub async fn propose_at(
     .0
 }
 
+/// Runs of fewer commands than this share an entry with other clients'.
+const SHARED_ENTRY_MAX_RUN: usize = 8;
+
 async fn propose_entry(
     replica: &Replica,
     db: usize,
@@ -1075,7 +1078,8 @@ async fn propose_entry(
     // A script may run up to its instruction budget before it commits
     // (counted here at 50 million instructions a second, a slow machine's
     // pace): its entry is not late until then.
-    let write_limit = if run.iter().any(|(_, spec)| spec.group == "scripting") {
+    let scripted = run.iter().any(|(_, spec)| spec.group == "scripting");
+    let write_limit = if scripted {
         WRITE_LIMIT + Duration::from_millis(instruction_limit / 50_000)
     } else {
         WRITE_LIMIT
@@ -1102,7 +1106,16 @@ async fn propose_entry(
         seed,
         op,
     };
-    match replica.group.propose(request, write_limit).await {
+    // Short runs of plain commands share an entry with other clients' (see
+    // `ShardGroup::propose_batched`). A pipelined run already fills an entry
+    // of its own (merging those measured no faster); scripts keep their own
+    // limit and long-running handling.
+    let proposal = if scripted || out_of_memory || count >= SHARED_ENTRY_MAX_RUN {
+        replica.group.propose(request, write_limit).await
+    } else {
+        replica.group.propose_batched(request, write_limit).await
+    };
+    match proposal {
         Proposal::Applied(response) if response.aborted => Proposed::Aborted,
         Proposal::Applied(response) if response.replies.len() == count => {
             Proposed::Replies(response.replies, response.block)

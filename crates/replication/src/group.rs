@@ -113,6 +113,8 @@ pub struct ShardGroup {
     /// (the target is elected at once, without waiting for the lease to run
     /// out). A later term of its own leads normally again.
     handed_over_in: Arc<AtomicU64>,
+    /// Proposals waiting to share one entry (see `ShardGroup::propose_batched`).
+    pub(crate) waiting: Arc<crate::serve::Waiting>,
     /// Set by [`ShardGroup::close`]: no snapshot file is written after it.
     closed: Arc<tokio::sync::Mutex<bool>>,
     /// When this replica last accepted an AppendEntries (heartbeats
@@ -170,6 +172,7 @@ impl ShardGroup {
             snapshot_dir,
             fs: options.log_fs.clone(),
             handed_over_in: Arc::default(),
+            waiting: Arc::default(),
             closed,
             last_append_ms: Arc::default(),
             opened_at: tokio::time::Instant::now(),

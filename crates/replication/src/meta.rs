@@ -159,6 +159,7 @@ pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
         }
         Op::Exec { .. }
         | Op::ExecOutOfMemory { .. }
+        | Op::Batch(_)
         | Op::ExpireTick
         | Op::SlotState { .. }
         | Op::DropSlot { .. }

@@ -34,8 +34,13 @@ pub enum ReadRefusal {
     Down,
 }
 
+/// Proposals waiting for the task that carries them in one entry: each with
+/// its time limit and where its outcome goes.
+pub(crate) type Waiting =
+    std::sync::Mutex<Vec<(Request, Duration, tokio::sync::oneshot::Sender<Proposal>)>>;
+
 /// What became of a proposed write.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Proposal {
     /// Committed and applied; the state machine's reply.
     Applied(Response),
@@ -90,6 +95,96 @@ impl ShardGroup {
                 | Ok(Err(RaftError::Fatal(_)))
                 | Err(_) => return Proposal::Unknown,
                 Ok(Err(error)) => return Proposal::Failed(error.to_string()),
+            }
+        }
+    }
+}
+
+impl ShardGroup {
+    /// [`ShardGroup::propose`], sharing one entry with the proposals that
+    /// other clients make at the same moment. The first proposal to find none
+    /// waiting starts a task; the runtime runs it after the tasks already
+    /// ready (the node's runtime gives a woken task no priority), so every
+    /// client whose request arrived in the same round of I/O has added its
+    /// proposal by then, and the task proposes them all as one
+    /// [`Op::Batch`](crate::Op::Batch). Each part applies as if alone and
+    /// gets its own outcome; the batch is committed, refused or lost as a
+    /// whole. Every replica then handles one entry instead of many, which
+    /// is most of the cost of a write that is not pipelined.
+    ///
+    /// For [`Op::Exec`](crate::Op::Exec) without scripts (whose time limit
+    /// and long-running handling are their own).
+    pub async fn propose_batched(&self, request: Request, limit: Duration) -> Proposal {
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let first = {
+            let mut waiting = self
+                .waiting
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            waiting.push((request, limit, done));
+            waiting.len() == 1
+        };
+        if first {
+            // A task of its own: the batch outlives any one client's request
+            // (a client that disconnects meanwhile does not cancel the others').
+            let group = self.clone();
+            tokio::spawn(async move { group.propose_waiting().await });
+        }
+        outcome.await.unwrap_or(Proposal::Unknown)
+    }
+
+    /// Proposes every waiting proposal in one entry and hands out the outcomes.
+    async fn propose_waiting(&self) {
+        let waiting = std::mem::take(
+            &mut *self
+                .waiting
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        if waiting.len() == 1 {
+            for (request, limit, done) in waiting {
+                let _ = done.send(self.propose(request, limit).await);
+            }
+            return;
+        }
+        let limit = waiting
+            .iter()
+            .map(|(_, limit, _)| *limit)
+            .max()
+            .unwrap_or_default();
+        let now_ms = waiting
+            .iter()
+            .map(|(request, _, _)| request.now_ms)
+            .max()
+            .unwrap_or_default();
+        let mut parts = Vec::with_capacity(waiting.len());
+        let mut outcomes = Vec::with_capacity(waiting.len());
+        for (request, _, done) in waiting {
+            parts.push((request.seed, request.op));
+            outcomes.push(done);
+        }
+        let batch = Request {
+            now_ms,
+            seed: parts.first().map_or(0, |(seed, _)| *seed),
+            op: crate::Op::Batch(parts),
+        };
+        match self.propose(batch, limit).await {
+            Proposal::Applied(response) if response.parts.len() == outcomes.len() => {
+                for (part, done) in response.parts.into_iter().zip(outcomes) {
+                    let _ = done.send(Proposal::Applied(part));
+                }
+            }
+            Proposal::Applied(_) => {
+                for done in outcomes {
+                    let _ = done.send(Proposal::Failed(
+                        "internal: a batch's parts were not all answered".to_string(),
+                    ));
+                }
+            }
+            other => {
+                for done in outcomes {
+                    let _ = done.send(other.clone());
+                }
             }
         }
     }

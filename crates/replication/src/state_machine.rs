@@ -215,7 +215,12 @@ impl StateMachine {
 /// Whether an entry runs a script or function that may take long (see
 /// `Keyspace::script_may_run_long`).
 fn may_run_long(state: &mut ShardState, request: &Request) -> bool {
-    match &request.op {
+    op_may_run_long(state, &request.op)
+}
+
+fn op_may_run_long(state: &mut ShardState, op: &Op) -> bool {
+    match op {
+        Op::Batch(parts) => parts.iter().any(|(_, op)| op_may_run_long(state, op)),
         Op::Exec { commands, .. } | Op::ExecOutOfMemory { commands, .. } => {
             commands.iter().any(|arguments| {
                 arguments.first().is_some_and(|name| {
@@ -231,7 +236,19 @@ fn may_run_long(state: &mut ShardState, request: &Request) -> bool {
 pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
     let now_ms = request.now_ms.max(state.log_time_ms);
     state.log_time_ms = now_ms;
-    match &request.op {
+    apply_op(state, now_ms, request.seed, &request.op)
+}
+
+/// Applies one operation at log time `now_ms` with `seed`.
+fn apply_op(state: &mut ShardState, now_ms: u64, seed: u64, op: &Op) -> Response {
+    match op {
+        Op::Batch(parts) => Response {
+            parts: parts
+                .iter()
+                .map(|(seed, op)| apply_op(state, now_ms, *seed, op))
+                .collect(),
+            ..Response::default()
+        },
         Op::ExpireTick => {
             state.keyspace.active_expire_cycle(now_ms);
             Response::default()
@@ -261,8 +278,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             }
             Response {
                 replies: vec![Frame::OK],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::DropSlot { slots } => {
@@ -272,8 +288,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 .sum();
             Response {
                 replies: vec![Frame::Integer(dropped as i64)],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::Evict { keys } => {
@@ -283,17 +298,15 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
                 .count();
             Response {
                 replies: vec![Frame::Integer(evicted as i64)],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::PutTopology { .. } | Op::PutLeader { .. } => {
-            let mut context = Context::new(now_ms, request.seed);
-            let reply = crate::meta::apply(state, &mut context, &request.op);
+            let mut context = Context::new(now_ms, seed);
+            let reply = crate::meta::apply(state, &mut context, op);
             Response {
                 replies: vec![reply],
-                block: None,
-                aborted: false,
+                ..Response::default()
             }
         }
         Op::Exec {
@@ -308,19 +321,18 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             watched,
             ..
         } => {
-            let mut context = Context::new(now_ms, request.seed);
-            context.out_of_memory = matches!(request.op, Op::ExecOutOfMemory { .. });
+            let mut context = Context::new(now_ms, seed);
+            context.out_of_memory = matches!(op, Op::ExecOutOfMemory { .. });
             context.db = (*db as usize).min(state.keyspace.dbs().len().saturating_sub(1));
             if watched.iter().any(|(key, fingerprint)| {
                 state.keyspace.watch_fingerprint(context.db, key, now_ms) != *fingerprint
             }) {
                 return Response {
-                    replies: Vec::new(),
-                    block: None,
                     aborted: true,
+                    ..Response::default()
                 };
             }
-            context.protocol = request.protocol();
+            context.protocol = op.protocol();
             context.cluster_mode = state.keyspace.config.cluster_mode;
             let resolved: Vec<_> = commands
                 .iter()
@@ -353,7 +365,7 @@ pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
             Response {
                 replies,
                 block: context.block.take(),
-                aborted: false,
+                ..Response::default()
             }
         }
     }
@@ -743,6 +755,79 @@ mod tests {
         machine.apply(stream).await.unwrap();
         let mut builder = machine.get_snapshot_builder().await;
         builder.build_snapshot().await.unwrap().meta
+    }
+
+    fn fresh_state() -> ShardState {
+        ShardState {
+            keyspace: Keyspace::new(16, 7),
+            last_applied: None,
+            membership: Default::default(),
+            log_time_ms: 0,
+            rng: keyspace::Rng::new(1),
+        }
+    }
+
+    fn exec(commands: &[&[&str]], watched: Vec<(Bytes, Bytes)>) -> Op {
+        Op::Exec {
+            db: 0,
+            resp3: false,
+            commands: commands
+                .iter()
+                .map(|command| {
+                    command
+                        .iter()
+                        .map(|argument| Bytes::copy_from_slice(argument.as_bytes()))
+                        .collect()
+                })
+                .collect(),
+            watched,
+        }
+    }
+
+    #[test]
+    fn a_batch_applies_each_part_as_if_it_were_alone() {
+        let stale = Bytes::from_static(b"not the fingerprint");
+        let parts = vec![
+            (
+                11,
+                exec(&[&["SET", "k", "1"], &["SADD", "s", "a", "b", "c"]], vec![]),
+            ),
+            // A transaction whose WATCHed key changed: aborted, nothing runs.
+            (
+                12,
+                exec(
+                    &[&["SET", "k", "lost"]],
+                    vec![(Bytes::from_static(b"k"), stale)],
+                ),
+            ),
+            (
+                13,
+                exec(&[&["INCR", "k"], &["SPOP", "s"], &["GET", "k"]], vec![]),
+            ),
+            (14, exec(&[&["GET", "k"], &["LPUSH", "k", "x"]], vec![])),
+        ];
+        let now_ms = 5_000;
+        let mut batched = fresh_state();
+        let batch = Request {
+            now_ms,
+            seed: 11,
+            op: Op::Batch(parts.clone()),
+        };
+        let response = apply_request(&mut batched, &batch);
+        assert!(response.replies.is_empty());
+        let mut alone = fresh_state();
+        let responses: Vec<Response> = parts
+            .into_iter()
+            .map(|(seed, op)| apply_request(&mut alone, &Request { now_ms, seed, op }))
+            .collect();
+        assert_eq!(response.parts, responses);
+        assert!(response.parts[1].aborted);
+        assert_eq!(response.parts[2].replies[0], Frame::Integer(2));
+        assert_eq!(
+            keyspace::digest::digest(&batched.keyspace, now_ms),
+            keyspace::digest::digest(&alone.keyspace, now_ms)
+        );
+        assert_eq!(batched.log_time_ms, now_ms);
     }
 
     #[tokio::test]

@@ -97,16 +97,28 @@ pub enum Op {
         commands: Vec<Vec<Bytes>>,
         watched: Vec<(Bytes, Bytes)>,
     },
+    /// Several proposals made at once on the leader (by different clients),
+    /// carried by one entry: each `(seed, op)` applies in order exactly as it
+    /// would alone, at the entry's time, and gets its own [`Response`] in
+    /// `Response::parts`. Only [`Op::Exec`] without scripts is batched.
+    Batch(Vec<(u64, Op)>),
 }
 
-impl Request {
+impl Op {
+    /// The protocol an [`Op::Exec`]'s replies are shaped for.
     pub fn protocol(&self) -> Protocol {
-        match &self.op {
+        match self {
             Op::Exec { resp3: true, .. } | Op::ExecOutOfMemory { resp3: true, .. } => {
                 Protocol::Resp3
             }
             _ => Protocol::Resp2,
         }
+    }
+}
+
+impl Request {
+    pub fn protocol(&self) -> Protocol {
+        self.op.protocol()
     }
 }
 
@@ -134,6 +146,7 @@ impl fmt::Display for Request {
             }
             Op::DropSlot { slots } => write!(formatter, "drop-slot {} slots", slots.len()),
             Op::Evict { keys } => write!(formatter, "evict {} keys", keys.len()),
+            Op::Batch(parts) => write!(formatter, "batch {} parts t={}", parts.len(), self.now_ms),
         }
     }
 }
@@ -150,6 +163,8 @@ pub struct Response {
     pub block: Option<keyspace::BlockOn>,
     /// A WATCHed key had changed: nothing ran (local, never serialized).
     pub aborted: bool,
+    /// An [`Op::Batch`]'s responses, one per part (local, never serialized).
+    pub parts: Vec<Response>,
 }
 
 impl Serialize for Response {
@@ -178,8 +193,7 @@ impl<'de> Deserialize<'de> for Response {
         }
         Ok(Response {
             replies,
-            block: None,
-            aborted: false,
+            ..Response::default()
         })
     }
 }

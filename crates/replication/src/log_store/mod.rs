@@ -124,25 +124,25 @@ struct Memory {
 fn entry_bytes(entry: &Entry) -> u64 {
     const ENTRY_OVERHEAD: u64 = 128;
     const ARGUMENT_OVERHEAD: u64 = 40;
-    match &entry.payload {
-        openraft::EntryPayload::Normal(request) => match &request.op {
+    fn op_bytes(op: &crate::Op) -> u64 {
+        match op {
             crate::Op::Exec { commands, .. } | crate::Op::ExecOutOfMemory { commands, .. } => {
-                ENTRY_OVERHEAD
-                    + commands
-                        .iter()
-                        .flatten()
-                        .map(|argument| argument.len() as u64 + ARGUMENT_OVERHEAD)
-                        .sum::<u64>()
+                commands
+                    .iter()
+                    .flatten()
+                    .map(|argument| argument.len() as u64 + ARGUMENT_OVERHEAD)
+                    .sum::<u64>()
             }
-            crate::Op::Evict { keys } => {
-                ENTRY_OVERHEAD
-                    + keys
-                        .iter()
-                        .map(|(_, key)| key.len() as u64 + ARGUMENT_OVERHEAD)
-                        .sum::<u64>()
-            }
-            _ => ENTRY_OVERHEAD,
-        },
+            crate::Op::Evict { keys } => keys
+                .iter()
+                .map(|(_, key)| key.len() as u64 + ARGUMENT_OVERHEAD)
+                .sum::<u64>(),
+            crate::Op::Batch(parts) => parts.iter().map(|(_, op)| op_bytes(op)).sum(),
+            _ => 0,
+        }
+    }
+    match &entry.payload {
+        openraft::EntryPayload::Normal(request) => ENTRY_OVERHEAD + op_bytes(&request.op),
         _ => ENTRY_OVERHEAD,
     }
 }
