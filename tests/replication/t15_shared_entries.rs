@@ -8,9 +8,10 @@ use std::time::Duration;
 const CLIENTS: usize = 24;
 const ROUNDS: usize = 60;
 
-#[test]
-fn concurrent_clients_share_entries_and_each_gets_its_own_replies() {
-    let group = Group::start(3, &[]);
+/// Runs the clients against a fresh group started with `options`; returns
+/// (writes, entries they took).
+fn run_clients(options: &[&str]) -> (u64, u64) {
+    let group = Group::start(3, options);
     let leader = group.wait_leader(Duration::from_secs(10));
     let entries_before: u64 = group
         .info_field(leader, "raft_last_log_index")
@@ -71,10 +72,6 @@ fn concurrent_clients_share_entries_and_each_gets_its_own_replies() {
         .and_then(|value| value.parse().ok())
         .unwrap();
     let entries = entries_after - entries_before;
-    assert!(
-        entries < writes,
-        "{writes} writes of {CLIENTS} concurrent clients took {entries} entries: none shared one"
-    );
     let applied: u64 = group
         .info_field(leader, "raft_last_applied")
         .and_then(|value| value.parse().ok())
@@ -84,5 +81,25 @@ fn concurrent_clients_share_entries_and_each_gets_its_own_replies() {
     assert!(
         digests.iter().all(|digest| digest == &digests[0]),
         "{digests:?}"
+    );
+    (writes, entries)
+}
+
+#[test]
+fn concurrent_clients_share_entries_and_each_gets_its_own_replies() {
+    let (writes, entries) = run_clients(&[]);
+    assert!(
+        entries < writes,
+        "{writes} writes of {CLIENTS} concurrent clients took {entries} entries: none shared one"
+    );
+}
+
+#[test]
+fn without_shared_entries_every_write_has_its_own() {
+    let (writes, entries) = run_clients(&["--raft-shared-entries", "no"]);
+    // Expiry ticks may add entries of their own.
+    assert!(
+        entries >= writes,
+        "{writes} writes took {entries} entries with shared entries off"
     );
 }

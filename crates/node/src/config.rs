@@ -84,6 +84,7 @@ const PARAMETERS: &[Parameter] = &[
     fixed("node-id", int(0, LONG_MAX), "0"),
     fixed("group-members", Kind::Text, ""),
     fixed("raft-fsync", Kind::Bool, "yes"),
+    fixed("raft-shared-entries", Kind::Bool, "yes"),
     fixed("raft-snapshot-entries", int(1, LONG_MAX), "50000"),
     fixed("raft-keep-entries", int(0, LONG_MAX), "5000"),
     fixed("raft-election-timeout", int(10, INT_MAX), "300"),
@@ -420,6 +421,13 @@ impl Config {
     /// fsync every Raft commit batch (default) or leave flushing to the OS.
     pub fn raft_fsync(&self) -> bool {
         self.flag("raft-fsync")
+    }
+
+    /// Short runs of writes from different clients may share one log entry
+    /// (`Op::Batch`). Replicas of a version without it cannot read such an
+    /// entry: `no` while a group still has any.
+    pub fn raft_shared_entries(&self) -> bool {
+        self.flag("raft-shared-entries")
     }
 
     /// Applied entries between snapshots (log compaction).

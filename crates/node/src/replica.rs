@@ -33,6 +33,9 @@ pub struct Replica {
     pub blocking: Arc<Blocking>,
     /// The node's Pub/Sub, script board and forwarder.
     pub local: Arc<NodeLocal>,
+    /// Short runs of writes may share an entry with other clients'
+    /// (`raft-shared-entries`).
+    pub shared_entries: bool,
     ready: Arc<ReadyKeys>,
     /// Set when the replica stops (its node shuts down, or the replica is
     /// closed); its background tasks end then.
@@ -338,6 +341,7 @@ pub async fn open(
         members,
         blocking,
         local,
+        shared_entries: config.raft_shared_entries(),
         ready,
         stop,
     });

@@ -1110,11 +1110,12 @@ async fn propose_entry(
     // `ShardGroup::propose_batched`). A pipelined run already fills an entry
     // of its own (merging those measured no faster); scripts keep their own
     // limit and long-running handling.
-    let proposal = if scripted || out_of_memory || count >= SHARED_ENTRY_MAX_RUN {
-        replica.group.propose(request, write_limit).await
-    } else {
-        replica.group.propose_batched(request, write_limit).await
-    };
+    let proposal =
+        if scripted || out_of_memory || count >= SHARED_ENTRY_MAX_RUN || !replica.shared_entries {
+            replica.group.propose(request, write_limit).await
+        } else {
+            replica.group.propose_batched(request, write_limit).await
+        };
     match proposal {
         Proposal::Applied(response) if response.aborted => Proposed::Aborted,
         Proposal::Applied(response) if response.replies.len() == count => {
