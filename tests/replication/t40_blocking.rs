@@ -36,16 +36,7 @@ fn a_blocked_pop_on_the_leader_is_served_through_the_log() {
     let popped = waiter.join().unwrap().unwrap();
     assert_eq!(popped, ("jobs".to_string(), "j1".to_string()));
     // The pop went through the log: every replica holds the same list.
-    let applied: u64 = group
-        .info_field(leader, "raft_last_applied")
-        .and_then(|value| value.parse().ok())
-        .unwrap();
-    group.wait_applied(applied, Duration::from_secs(10));
-    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
-    assert!(
-        digests.iter().all(|digest| digest == &digests[0]),
-        "{digests:?}"
-    );
+    group.assert_replicas_agree(leader, Duration::from_secs(10));
     let left: Vec<String> = redis::cmd("LRANGE")
         .arg("jobs")
         .arg(0)

@@ -22,16 +22,7 @@ fn a_transaction_applies_on_every_replica_and_followers_redirect_it() {
         .query(&mut connection)
         .unwrap();
     assert_eq!((set.as_str(), counter), ("OK", 70));
-    let applied: u64 = group
-        .info_field(leader, "raft_last_applied")
-        .and_then(|value| value.parse().ok())
-        .unwrap();
-    group.wait_applied(applied, Duration::from_secs(10));
-    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
-    assert!(
-        digests.iter().all(|digest| digest == &digests[0]),
-        "{digests:?}"
-    );
+    group.assert_replicas_agree(leader, Duration::from_secs(10));
 
     let follower = (0..3).find(|index| *index != leader).unwrap();
     let mut connection = group.client(follower);

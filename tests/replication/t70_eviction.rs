@@ -12,21 +12,6 @@ fn info_number(connection: &mut redis::Connection, section: &str, field: &str) -
         .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
 }
 
-/// Waits until every replica applied what the leader did, then checks their
-/// digests are equal.
-fn assert_replicas_agree(group: &Group, leader: usize) {
-    let applied: u64 = group
-        .info_field(leader, "raft_last_applied")
-        .and_then(|value| value.parse().ok())
-        .unwrap();
-    group.wait_applied(applied, Duration::from_secs(20));
-    let digests: Vec<String> = (0..3).map(|index| group.digest(index)).collect();
-    assert!(
-        digests.iter().all(|digest| digest == &digests[0]),
-        "{digests:?}"
-    );
-}
-
 /// On every replica (read with READONLY): `absent` is not there, `present` is.
 fn assert_absent_and_present(group: &Group, absent: &str, present: &str) {
     for index in 0..3 {
@@ -75,7 +60,7 @@ fn evictions_go_through_the_log() {
     let keys: u64 = redis::cmd("DBSIZE").query(&mut connection).unwrap();
     assert_eq!(keys + evicted, 8000);
     // Every replica deleted exactly the same keys.
-    assert_replicas_agree(&group, leader);
+    group.assert_replicas_agree(leader, Duration::from_secs(20));
     for index in 0..3 {
         let mut replica = group.client(index);
         assert_eq!(info_number(&mut replica, "stats", "evicted_keys"), evicted);
@@ -138,7 +123,7 @@ fn scripts_and_transactions_meet_the_leaders_oom_on_every_replica() {
         .query::<Vec<String>>(&mut connection)
         .unwrap_err();
     assert_eq!(error.code(), Some("EXECABORT"), "{error:?}");
-    assert_replicas_agree(&group, leader);
+    group.assert_replicas_agree(leader, Duration::from_secs(20));
     assert_absent_and_present(&group, "scripted", "written");
     // Queued while there was room, run once there is none: a shebang script
     // that may write aborts the EXEC; one that allows OOM runs.
@@ -181,6 +166,6 @@ fn scripts_and_transactions_meet_the_leaders_oom_on_every_replica() {
             assert_eq!(outcome.unwrap(), vec!["OK".to_string()]);
         }
     }
-    assert_replicas_agree(&group, leader);
+    group.assert_replicas_agree(leader, Duration::from_secs(20));
     assert_absent_and_present(&group, "denied", "allowed");
 }

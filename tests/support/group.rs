@@ -234,6 +234,24 @@ impl Group {
         }
     }
 
+    /// Waits until every running member has applied what member `leader`
+    /// has, then asserts that all of them hold the same state (DEBUG DIGEST).
+    pub fn assert_replicas_agree(&self, leader: usize, limit: Duration) {
+        let applied: u64 = self
+            .info_field(leader, "raft_last_applied")
+            .and_then(|value| value.parse().ok())
+            .expect("raft_last_applied");
+        self.wait_applied(applied, limit);
+        let digests: Vec<String> = (0..self.members.len())
+            .filter(|index| self.is_running(*index))
+            .map(|index| self.digest(index))
+            .collect();
+        assert!(
+            digests.iter().all(|digest| digest == &digests[0]),
+            "{digests:?}"
+        );
+    }
+
     /// DEBUG DIGEST of member `index`.
     pub fn digest(&self, index: usize) -> String {
         redis::cmd("DEBUG")

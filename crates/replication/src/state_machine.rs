@@ -214,13 +214,9 @@ impl StateMachine {
 
 /// Whether an entry runs a script or function that may take long (see
 /// `Keyspace::script_may_run_long`).
-fn may_run_long(state: &mut ShardState, request: &Request) -> bool {
-    op_may_run_long(state, &request.op)
-}
-
-fn op_may_run_long(state: &mut ShardState, op: &Op) -> bool {
+fn may_run_long(state: &mut ShardState, op: &Op) -> bool {
     match op {
-        Op::Batch(parts) => parts.iter().any(|(_, op)| op_may_run_long(state, op)),
+        Op::Batch(parts) => parts.iter().any(|(_, op)| may_run_long(state, op)),
         Op::Exec { commands, .. } | Op::ExecOutOfMemory { commands, .. } => {
             commands.iter().any(|arguments| {
                 arguments.first().is_some_and(|name| {
@@ -394,7 +390,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 state.last_applied = Some(entry.log_id);
                 let response = match &entry.payload {
                     EntryPayload::Blank => Response::default(),
-                    EntryPayload::Normal(request) if may_run_long(&mut state, request) => {
+                    EntryPayload::Normal(request) if may_run_long(&mut state, &request.op) => {
                         crate::runtime::long_running(|| apply_request(&mut state, request))
                     }
                     EntryPayload::Normal(request) => apply_request(&mut state, request),
