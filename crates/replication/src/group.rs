@@ -114,7 +114,7 @@ pub struct ShardGroup {
     /// out). A later term of its own leads normally again.
     handed_over_in: Arc<AtomicU64>,
     /// Proposals waiting to share one entry (see `ShardGroup::propose_batched`).
-    pub(crate) waiting: Arc<crate::serve::Waiting>,
+    pub(crate) waiting: Arc<std::sync::Mutex<crate::serve::Waiting>>,
     /// Set by [`ShardGroup::close`]: no snapshot file is written after it.
     closed: Arc<tokio::sync::Mutex<bool>>,
     /// When this replica last accepted an AppendEntries (heartbeats
