@@ -425,3 +425,95 @@ fn cluster_info_shows_the_ids_the_admin_commands_take() {
         assert_eq!(replicas, expected, "{line}");
     }
 }
+
+/// The `slotraft_shard_<id>:` fields of member `index`'s INFO cluster, by shard.
+fn shard_progress(cluster: &Cluster, index: usize) -> Vec<(u64, Vec<(String, String)>)> {
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query(&mut cluster.client(index))
+        .unwrap();
+    info.lines()
+        .filter_map(|line| line.strip_prefix("slotraft_shard_"))
+        .map(|line| {
+            let (shard, fields) = line.split_once(':').expect("shard line has a colon");
+            let fields = fields
+                .split(',')
+                .map(|field| {
+                    let (key, value) = field.split_once('=').expect("key=value");
+                    (key.to_string(), value.to_string())
+                })
+                .collect();
+            (shard.parse().expect("shard id"), fields)
+        })
+        .collect()
+}
+
+#[test]
+fn info_cluster_shows_each_hosted_shards_role_and_progress() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let mut connection = cluster.cluster_client();
+    for index in 0..100 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("key{index}"))
+            .arg(index)
+            .query(&mut connection)
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // Per shard: the roles and leaders the three members report, and the
+        // applied index of the one that leads.
+        let mut seen: std::collections::BTreeMap<u64, Vec<(String, String, u64)>> =
+            Default::default();
+        for index in 0..3 {
+            let shards = shard_progress(&cluster, index);
+            let ids: Vec<u64> = shards.iter().map(|(shard, _)| *shard).collect();
+            assert_eq!(ids, vec![1, 2, 3], "member {index} hosts every shard");
+            for (shard, fields) in shards {
+                let field = |key: &str| {
+                    fields
+                        .iter()
+                        .find(|(name, _)| name == key)
+                        .map(|(_, value)| value.clone())
+                        .unwrap_or_else(|| panic!("no {key} in {fields:?}"))
+                };
+                for key in ["term", "last_log_index", "snapshot_index"] {
+                    field(key).parse::<u64>().expect("a number");
+                }
+                let applied: u64 = field("last_applied").parse().unwrap();
+                seen.entry(shard)
+                    .or_default()
+                    .push((field("role"), field("leader"), applied));
+            }
+        }
+        let settled = seen.values().all(|members| {
+            let leaders = members
+                .iter()
+                .filter(|(role, _, _)| role == "leader")
+                .count();
+            leaders == 1
+                && members.iter().all(|(_, leader, _)| *leader == members[0].1)
+                && members
+                    .iter()
+                    .all(|(role, _, _)| role == "leader" || role == "follower")
+        });
+        if settled {
+            // 100 writes spread over the three shards went through their logs.
+            let applied: u64 = seen
+                .values()
+                .flat_map(|members| members.iter().filter(|(role, _, _)| role == "leader"))
+                .map(|(_, _, applied)| *applied)
+                .sum();
+            assert!(
+                applied >= 100,
+                "leaders applied {applied} entries: {seen:?}"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no single leader per shard: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -299,6 +299,13 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                     .map(|replica| replica.group.id.to_string())
                     .collect();
                 line(&mut out, "slotraft_shards", &hosted.join(","));
+                for replica in node.local_shards() {
+                    line(
+                        &mut out,
+                        &format!("slotraft_shard_{}", replica.group.id),
+                        &shard_progress(&replica),
+                    );
+                }
             }
         }
         "keyspace" => {
@@ -383,6 +390,26 @@ pub fn reset_stats(shared: &Shared) {
         state.keyspace.stats.keyspace_hits = 0;
         state.keyspace.stats.keyspace_misses = 0;
     }
+}
+
+/// One hosted shard's line in `INFO cluster`: this replica's role and its
+/// group's progress, as `key=value` pairs (the form of Redis's `slave0:` lines).
+fn shard_progress(replica: &crate::replica::Replica) -> String {
+    let metrics = replica.group.metrics();
+    let leader = metrics.current_leader;
+    let role = if leader == Some(replica.node_id) {
+        "leader"
+    } else {
+        "follower"
+    };
+    format!(
+        "role={role},leader={},term={},last_log_index={},last_applied={},snapshot_index={}",
+        leader.map(|id| id.to_string()).unwrap_or_default(),
+        metrics.current_term,
+        metrics.last_log_index.unwrap_or(0),
+        metrics.last_applied.map(|id| id.index).unwrap_or(0),
+        metrics.snapshot.map(|id| id.index).unwrap_or(0),
+    )
 }
 
 /// The replication section of a Raft replica: its role and the group's progress.
