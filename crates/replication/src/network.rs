@@ -202,15 +202,18 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
                 }
                 match next_reply(&mut replies, &sent, deadline).await {
                     Some(Ok((reply, folded))) => {
-                        // The requests folded into this one are answered
-                        // first, in order, as the follower would have.
-                        let mut answers = folded.answers(&reply);
-                        answers.push_back(reply);
-                        let first = answers.pop_front()?;
-                        Some((
-                            Ok(first),
-                            SessionState::Open(replies, sent, deadline, answers),
-                        ))
+                        // `owed` is empty here. The requests folded into this
+                        // one are answered first, in order, as the follower
+                        // would have.
+                        let first = if folded.count == 0 {
+                            reply
+                        } else {
+                            let answer = folded.answer(&reply);
+                            owed.extend(std::iter::repeat_n(answer.clone(), folded.count - 1));
+                            owed.push_back(reply);
+                            answer
+                        };
+                        Some((Ok(first), SessionState::Open(replies, sent, deadline, owed)))
                     }
                     Some(Err(error)) => Some((Err(error), SessionState::Done)),
                     None => None,
@@ -328,19 +331,15 @@ struct Folded {
 }
 
 impl Folded {
-    /// The follower's answers to the folded requests, given its answer to
+    /// The follower's answer to each folded request, given its answer to
     /// the request that carried them: each starts where that one starts and
     /// appends nothing, so it matches up to that start when that one was
     /// accepted, and meets the same conflict or higher vote when it was not.
-    fn answers(
-        &self,
-        carrier: &StreamAppendResult<TypeConfig>,
-    ) -> VecDeque<StreamAppendResult<TypeConfig>> {
-        let answer = match carrier {
+    fn answer(&self, carrier: &StreamAppendResult<TypeConfig>) -> StreamAppendResult<TypeConfig> {
+        match carrier {
             Ok(_) => Ok(self.prev),
             Err(error) => Err(error.clone()),
-        };
-        std::iter::repeat_n(answer, self.count).collect()
+        }
     }
 }
 
@@ -701,16 +700,10 @@ mod tests {
             prev: Some(log_id::<TypeConfig>(1, 1, 5)),
         };
         let accepted: StreamAppendResult<TypeConfig> = Ok(Some(log_id::<TypeConfig>(1, 1, 7)));
-        assert_eq!(
-            folded.answers(&accepted),
-            VecDeque::from(vec![Ok(folded.prev); 2])
-        );
+        assert_eq!(folded.answer(&accepted), Ok(folded.prev));
         let refused: StreamAppendResult<TypeConfig> =
             Err(StreamAppendError::HigherVote(Vote::new_committed(2, 3)));
-        assert_eq!(
-            folded.answers(&refused),
-            VecDeque::from(vec![refused.clone(); 2])
-        );
+        assert_eq!(folded.answer(&refused), refused);
     }
 
     #[tokio::test]
