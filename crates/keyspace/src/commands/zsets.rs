@@ -670,14 +670,13 @@ fn parse_positive(argument: &[u8], error: &'static str) -> Result<usize, Frame> 
     }
 }
 
-/// A non-negative count (`getPositiveLongFromObjectOrReply`): not an integer
-/// is Redis's integer error unless a message is given.
-fn parse_non_negative(argument: &[u8], negative: &'static str) -> Result<usize, Frame> {
-    let value = args::parse_i64(argument)?;
-    if value < 0 {
-        return Err(Frame::error(negative));
+/// A non-negative count (`getPositiveLongFromObjectOrReply`): anything else,
+/// not an integer included, is answered with `error`.
+fn parse_non_negative(argument: &[u8], error: &'static str) -> Result<usize, Frame> {
+    match crate::value::canonical_i64(argument) {
+        Some(value) if value >= 0 => Ok(usize::try_from(value).unwrap_or(usize::MAX)),
+        _ => Err(Frame::error(error)),
     }
-    Ok(usize::try_from(value).unwrap_or(usize::MAX))
 }
 
 // ---- Ranges -------------------------------------------------------------------------
@@ -1785,7 +1784,10 @@ fn intersect(
             let Some(found) = other.score(&member) else {
                 continue 'members;
             };
-            aggregate.apply(&mut score, weighted(found, other.weight));
+            // Unlike the first input's, a later input's weighted score is
+            // aggregated as it is, NaN (0 * inf) included, as Redis does: a
+            // sum then becomes 0, a minimum or maximum keeps what it had.
+            aggregate.apply(&mut score, found * other.weight);
         }
         count += 1;
         if count_only {
@@ -2202,6 +2204,55 @@ mod tests {
     }
 
     /// Runs a command and answers its reply as it goes on the wire in `protocol`.
+    /// An infinite score times a weight of 0 is NaN: taken as 0 for the
+    /// first input of an intersection, but aggregated as NaN for the later
+    /// ones (a sum becomes 0 there, then goes on), as Redis computes it.
+    #[test]
+    fn intersections_aggregate_a_later_inputs_nan_as_redis_does() {
+        let mut h = Harness::new();
+        h.run(&["ZADD", "z", "inf", "a", "1", "b"]);
+        h.run(&[
+            "ZINTERSTORE",
+            "sum",
+            "3",
+            "z",
+            "z",
+            "z",
+            "WEIGHTS",
+            "-1",
+            "0",
+            "1000",
+        ]);
+        // a: -inf, then -inf + NaN -> 0, then 0 + inf; b: -1 + 0 + 1000.
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "sum", "0", "-1", "WITHSCORES"]),
+            bulks(&["b", "999", "a", "inf"])
+        );
+        h.run(&[
+            "ZINTERSTORE",
+            "max",
+            "2",
+            "z",
+            "z",
+            "WEIGHTS",
+            "-1",
+            "0",
+            "AGGREGATE",
+            "MAX",
+        ]);
+        // A NaN is never greater: a keeps -inf.
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "max", "0", "-1", "WITHSCORES"]),
+            bulks(&["a", "-inf", "b", "0"])
+        );
+        // The first input's NaN is 0: 0 + -inf.
+        h.run(&["ZINTERSTORE", "first", "2", "z", "z", "WEIGHTS", "0", "-1"]);
+        assert_eq!(
+            resp2(&mut h, &["ZRANGE", "first", "0", "-1", "WITHSCORES"]),
+            bulks(&["a", "-inf", "b", "-1"])
+        );
+    }
+
     fn wire_in(h: &mut Harness, protocol: Protocol, words: &[&str]) -> String {
         h.context.protocol = protocol;
         let reply = h.run(words);
