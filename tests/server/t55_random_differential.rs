@@ -336,7 +336,7 @@ fn hash_command(rng: &mut Rng) -> (Vec<String>, Order) {
         c
     };
     match rng.below(17) {
-        0 | 1 | 2 => ([words(&["HSET", &k]), pairs(rng)].concat(), Order::Exact),
+        0..=2 => ([words(&["HSET", &k]), pairs(rng)].concat(), Order::Exact),
         3 => ([words(&["HMSET", &k]), pairs(rng)].concat(), Order::Exact),
         4 => (
             vec!["HSETNX".into(), k, member(rng), member(rng)],
@@ -380,7 +380,7 @@ fn hash_command(rng: &mut Rng) -> (Vec<String>, Order) {
 fn set_command(rng: &mut Rng) -> (Vec<String>, Order) {
     let k = key(rng, SET_KEYS);
     match rng.below(16) {
-        0 | 1 | 2 => (
+        0..=2 => (
             [words(&["SADD", &k]), members(rng, 1)].concat(),
             Order::Exact,
         ),
