@@ -8,3 +8,4 @@ mod t40_blocking;
 mod t50_transactions;
 mod t60_scripting;
 mod t70_eviction;
+mod t80_random_differential;

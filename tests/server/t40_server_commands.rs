@@ -144,7 +144,10 @@ fn command_docs_and_list() {
         .map(|name| String::from_utf8_lossy(name.as_bytes().unwrap()).to_string())
         .collect();
     names.sort();
-    assert_eq!(names, vec!["get", "getdel", "getex", "getrange", "getset"]);
+    assert_eq!(
+        names,
+        vec!["get", "getbit", "getdel", "getex", "getrange", "getset"]
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Test servers and raw RESP conversations.
 
 pub mod cluster;
+pub mod fuzz;
 pub mod group;
 pub mod router;
 

@@ -753,6 +753,13 @@ mod tests {
             (vec!["GET", "gone"], Some(Frame::Null)),
             (vec!["GET", "gone-int"], Some(Frame::Null)),
             (vec!["GETRANGE", "gone", "0", "-1"], Some(bulk(""))),
+            (vec!["GETBIT", "gone", "3"], Some(Frame::Integer(0))),
+            (vec!["BITCOUNT", "gone"], Some(Frame::Integer(0))),
+            (vec!["BITPOS", "gone", "1"], Some(Frame::Integer(-1))),
+            (
+                vec!["BITFIELD_RO", "gone", "GET", "u8", "0"],
+                Some(array(vec![Frame::Integer(0)])),
+            ),
             (vec!["SUBSTR", "gone", "0", "-1"], Some(bulk(""))),
             (
                 vec!["MGET", "gone", "kept", "gone-int"],

@@ -136,6 +136,8 @@ pub fn event_name(command: &'static str, index: usize) -> &'static str {
         "hmset" | "hsetnx" => "hset",
         "zincrby" => "zincr",
         "pfmerge" => "pfadd",
+        "bitfield" => "setbit",
+        "bitop" => "set",
         "sort" => "sortstore",
         "rename" | "renamenx" => {
             if index == 0 {

@@ -1,6 +1,7 @@
 //! The command table, assembled from one slice per command family, and command
 //! resolution (name, subcommand, arity) with Redis's error texts.
 
+pub mod bitmaps;
 pub mod cluster;
 pub mod hashes;
 pub mod hyperloglog;
@@ -24,6 +25,7 @@ use std::sync::OnceLock;
 /// Every family's commands. Adding a family means adding its slice here.
 pub const FAMILIES: &[&[CommandSpec]] = &[
     strings::COMMANDS,
+    bitmaps::COMMANDS,
     lists::COMMANDS,
     hashes::COMMANDS,
     sets::COMMANDS,

@@ -2933,7 +2933,10 @@ mod tests {
             resp2(&mut h, &["ZPOPMIN", "z", "-1"]),
             err("ERR value is out of range, must be positive")
         );
-        assert_eq!(resp2(&mut h, &["ZPOPMIN", "z", "x"]), err(NOT_INTEGER));
+        assert_eq!(
+            resp2(&mut h, &["ZPOPMIN", "z", "x"]),
+            err("ERR value is out of range, must be positive")
+        );
         assert_eq!(resp2(&mut h, &["ZPOPMIN", "z", "1", "2"]), err(SYNTAX));
         h.set("s", "v");
         assert_eq!(resp2(&mut h, &["ZPOPMIN", "s", "0"]), err(WRONGTYPE));
