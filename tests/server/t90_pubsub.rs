@@ -495,3 +495,96 @@ fn monitor_shows_a_transaction_as_it_runs() {
     assert!(lines[4].contains(" [2 127.0.0.1:"), "{}", lines[4]);
     assert!(lines[5].contains(" [2 127.0.0.1:"), "{}", lines[5]);
 }
+
+/// Every keyspace notification a server publishes while `script` runs, as
+/// `channel message` lines, read until a marker published after it.
+fn notifications(port: u16, script: &[&[&str]]) -> Vec<String> {
+    let mut admin = Raw::connect(port);
+    admin.roundtrip(&["FLUSHALL"], "+OK\r\n");
+    admin.roundtrip(
+        &["CONFIG", "SET", "notify-keyspace-events", "KEA"],
+        "+OK\r\n",
+    );
+    let mut events = Raw::connect(port);
+    events.roundtrip(
+        &["PSUBSCRIBE", "__key*__:*"],
+        "*3\r\n$10\r\npsubscribe\r\n$10\r\n__key*__:*\r\n:1\r\n",
+    );
+    for command in script {
+        let arguments: Vec<&[u8]> = command.iter().map(|word| word.as_bytes()).collect();
+        admin.command(&arguments);
+        let _ = admin.read_frame();
+    }
+    admin.roundtrip(&["PUBLISH", "__keyevent@0__:marker", "end"], ":1\r\n");
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut lines = Vec::new();
+    loop {
+        while let Ok(Some(length)) = resp::reply_length(&buffer) {
+            let reply: Vec<u8> = buffer.drain(..length).collect();
+            let Ok(Some((resp::Frame::Array(parts), _))) = resp::parse_reply(&reply) else {
+                panic!("not a push: {:?}", String::from_utf8_lossy(&reply));
+            };
+            let text = |frame: &resp::Frame| {
+                String::from_utf8_lossy(frame.as_bytes().unwrap_or_default()).into_owned()
+            };
+            let line = format!("{} {}", text(&parts[2]), text(&parts[3]));
+            if line == "__keyevent@0__:marker end" {
+                return lines;
+            }
+            lines.push(line);
+        }
+        let count = events.stream.read(&mut chunk).expect("read notifications");
+        assert!(count > 0, "the subscriber's connection closed");
+        buffer.extend_from_slice(&chunk[..count]);
+    }
+}
+
+/// The events of commands that read some keys and write others, compared
+/// with a real redis-server's: only the keys written are notified.
+#[test]
+fn notifications_name_the_written_keys_as_redis_does() {
+    let script: &[&[&str]] = &[
+        &["SADD", "s1", "a", "b"],
+        &["SADD", "s2", "b", "c"],
+        &["SINTERSTORE", "d", "s1", "s2"],
+        &["SUNIONSTORE", "d", "s1", "s2"],
+        &["SDIFFSTORE", "d", "s1", "s1"],
+        &["COPY", "s1", "c1"],
+        &["SMOVE", "s1", "s2", "a"],
+        &["ZADD", "z1", "1", "a", "2", "b"],
+        &["ZUNIONSTORE", "zd", "2", "z1", "s2"],
+        &["ZRANGESTORE", "zr", "z1", "0", "0"],
+        &["ZINCRBY", "z1", "1", "a"],
+        &["SET", "b1", "ab"],
+        &["BITOP", "NOT", "b2", "b1"],
+        &["SETBIT", "b1", "3", "1"],
+        &["SETBIT", "b1", "3", "1"],
+        &["BITFIELD", "b1", "SET", "u8", "0", "7"],
+        &["BITFIELD", "b1", "GET", "u8", "0"],
+        &["PFADD", "h1", "x"],
+        &["PFMERGE", "h2", "h1"],
+        &["RPUSH", "l1", "3", "1", "2"],
+        &["SORT", "l1", "STORE", "l2"],
+        &["LMOVE", "l1", "l3", "LEFT", "RIGHT"],
+        &["SETRANGE", "b1", "1", "x"],
+        &["APPEND", "b1", "y"],
+        &["GETDEL", "b2"],
+        &["HINCRBY", "h", "f", "2"],
+        &["HDEL", "h", "f"],
+        &["RPOPLPUSH", "l2", "l4"],
+        &["LMOVE", "l4", "l4", "RIGHT", "LEFT"],
+        &["BLMOVE", "l3", "l5", "RIGHT", "LEFT", "0"],
+        &["BRPOPLPUSH", "l5", "l6", "0"],
+        &["ZUNIONSTORE", "zd", "1", "missing"],
+        &["BITOP", "OR", "b1", "missing"],
+        &["SORT", "missing", "STORE", "l2"],
+        &["ZADD", "zr", "1", "a"],
+        &["ZRANGESTORE", "zr", "z1", "5", "9"],
+    ];
+    let server = Server::start(&[]);
+    let redis = slotraft_tests::support::RedisServer::start();
+    let expected = notifications(redis.port, script);
+    assert!(expected.len() > 40, "{expected:?}");
+    assert_eq!(notifications(server.port, script), expected);
+}

@@ -315,6 +315,24 @@ impl CommandSpec {
         (first, last, step)
     }
 
+    /// Argument indexes holding keys, each with its key-spec flags.
+    pub fn key_positions_with_flags(
+        &self,
+        arguments: &[Bytes],
+    ) -> Result<Vec<(usize, u32)>, KeyExtractionError> {
+        if let Some(get_keys) = self.get_keys {
+            return Ok(get_keys(arguments));
+        }
+        let mut found = Vec::new();
+        let mut positions = Vec::new();
+        for spec in self.key_specs {
+            positions.clear();
+            extract_keys(spec, arguments, &mut positions)?;
+            found.extend(positions.iter().map(|&position| (position, spec.flags)));
+        }
+        Ok(found)
+    }
+
     /// Argument indexes holding keys, from the key specs. Errors when the arguments
     /// contradict the spec (a key count that does not fit).
     pub fn key_positions(&self, arguments: &[Bytes]) -> Result<Vec<usize>, KeyExtractionError> {

@@ -96,11 +96,18 @@ impl Keyspace {
         let db = context.db;
         let wants_misses =
             !spec.is_write() && self.config.notify_flags & notify::class::KEY_MISS != 0;
-        let keys: Vec<Bytes> = if spec.is_write() || wants_misses {
-            spec.key_positions(arguments)
+        // Each key with its index among the command's keys. A write raises
+        // events only for the keys it may change, as Redis does: none for the
+        // keys it only reads (SINTERSTORE's or BITOP's sources, COPY's).
+        let keys: Vec<(usize, Bytes)> = if spec.is_write() || wants_misses {
+            spec.key_positions_with_flags(arguments)
                 .unwrap_or_default()
                 .into_iter()
-                .filter_map(|position| arguments.get(position).cloned())
+                .enumerate()
+                .filter(|(_, (_, flags))| !spec.is_write() || flags & command::key_flags::RO == 0)
+                .filter_map(|(index, (position, _))| {
+                    arguments.get(position).cloned().map(|key| (index, key))
+                })
                 .collect()
         } else {
             Vec::new()
@@ -108,7 +115,7 @@ impl Keyspace {
         let now_ms = context.now_ms;
         let existed: Vec<bool> = keys
             .iter()
-            .map(|key| self.dbs[db].peek(key, now_ms).is_some())
+            .map(|(_, key)| self.dbs[db].peek(key, now_ms).is_some())
             .collect();
         let dirty = self.stats.dirty;
         let misses = self.stats.keyspace_misses;
@@ -117,7 +124,7 @@ impl Keyspace {
         if wants_misses {
             // A read that missed: `keymiss` for each of its keys not there.
             if self.stats.keyspace_misses != misses {
-                for key in &keys {
+                for (_, key) in &keys {
                     if self.dbs[db].peek(key, now_ms).is_none() {
                         self.record_event(db, notify::class::KEY_MISS, "keymiss", key);
                     }
@@ -129,7 +136,13 @@ impl Keyspace {
             return reply;
         }
         let class = notify::class_of(spec.group);
-        for (index, (key, existed)) in keys.iter().zip(existed).enumerate() {
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        if notify::destination_first(spec.name) {
+            order.reverse();
+        }
+        for at in order {
+            let (index, key) = (&keys[at].0, &keys[at].1);
+            let (index, existed) = (*index, existed[at]);
             let exists = self.dbs[db].peek(key, now_ms).is_some();
             if !existed && !exists {
                 continue;
@@ -137,7 +150,13 @@ impl Keyspace {
             if !existed {
                 self.record_event(db, notify::class::NEW, "new", key);
             }
-            let name = notify::event_name(spec.name, index);
+            if existed && !exists && notify::replaces_destination(spec.name) {
+                // A store whose result is empty deletes its destination,
+                // and Redis notifies only that.
+                self.record_event(db, notify::class::GENERIC, "del", key);
+                continue;
+            }
+            let name = notify::event_name(spec.name, index, arguments);
             self.record_event(db, class, name, key);
             // A key that moved away (RENAME, MOVE) was not deleted.
             if existed && !exists && !matches!(name, "del" | "rename_from" | "move") {

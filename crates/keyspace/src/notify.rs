@@ -124,9 +124,38 @@ pub fn class_of(group: &str) -> u32 {
     }
 }
 
-/// The event a write raises for the key at `position` among its keys
-/// (`index`: 0 for the first key).
-pub fn event_name(command: &'static str, index: usize) -> &'static str {
+/// Whether a command writes its destination whole from what it reads (the
+/// STORE forms, BITOP): an empty result deletes the destination, raising
+/// `del` alone.
+pub fn replaces_destination(command: &str) -> bool {
+    matches!(
+        command,
+        "sinterstore"
+            | "sunionstore"
+            | "sdiffstore"
+            | "zunionstore"
+            | "zinterstore"
+            | "zdiffstore"
+            | "zrangestore"
+            | "sort"
+            | "bitop"
+    )
+}
+
+/// Whether a command's events come destination first: a list move notifies
+/// its push before its pop, as Redis does.
+pub fn destination_first(command: &str) -> bool {
+    matches!(command, "lmove" | "blmove" | "rpoplpush" | "brpoplpush")
+}
+
+/// The event a write raises for the key at `index` among its keys (0 for
+/// the first key), given the command's `arguments`.
+pub fn event_name(command: &'static str, index: usize, arguments: &[Bytes]) -> &'static str {
+    let left = |position: usize| {
+        arguments
+            .get(position)
+            .is_some_and(|word| word.eq_ignore_ascii_case(b"LEFT"))
+    };
     match command {
         "setex" | "psetex" | "setnx" | "getset" | "mset" | "msetnx" => "set",
         "incr" => "incrby",
@@ -146,20 +175,21 @@ pub fn event_name(command: &'static str, index: usize) -> &'static str {
                 "rename_to"
             }
         }
-        "copy" => {
+        // Only the destination changes (the source is read).
+        "copy" => "copy_to",
+        "rpoplpush" | "brpoplpush" => {
             if index == 0 {
-                "copy_from"
-            } else {
-                "copy_to"
-            }
-        }
-        "rpoplpush" | "lmove" | "blmove" | "brpoplpush" => {
-            if index == 0 {
-                "lpop"
+                "rpop"
             } else {
                 "lpush"
             }
         }
+        "lmove" | "blmove" => match (index, left(3), left(4)) {
+            (0, true, _) => "lpop",
+            (0, false, _) => "rpop",
+            (_, _, true) => "lpush",
+            (_, _, false) => "rpush",
+        },
         "smove" => {
             if index == 0 {
                 "srem"
