@@ -58,6 +58,10 @@ enum Order {
     Unordered,
     /// An array (or map) of field-value pairs in any order.
     Pairs,
+    /// A SCAN-family reply: the cursor, then elements in any order.
+    Scan,
+    /// A SCAN-family reply whose elements are field-value pairs.
+    ScanPairs,
 }
 
 struct Connection {
@@ -105,7 +109,24 @@ fn normalized(reply: &[u8], order: Order) -> String {
         Ok(Some((frame, _))) => frame,
         _ => return format!("unparsed {:?}", String::from_utf8_lossy(reply)),
     };
-    let mut parts: Vec<String> = match (&frame, order) {
+    normalized_frame(&frame, order)
+}
+
+fn normalized_frame(frame: &Frame, order: Order) -> String {
+    if let (Frame::Array(parts), Order::Scan | Order::ScanPairs) = (frame, order) {
+        if let [cursor, Frame::Array(items)] = parts.as_slice() {
+            let inner = if order == Order::Scan {
+                Order::Unordered
+            } else {
+                Order::Pairs
+            };
+            return format!(
+                "{cursor:?} {}",
+                normalized_frame(&Frame::Array(items.clone()), inner)
+            );
+        }
+    }
+    let mut parts: Vec<String> = match (frame, order) {
         (Frame::Array(items) | Frame::Set(items), Order::Unordered) => {
             items.iter().map(|item| format!("{item:?}")).collect()
         }
@@ -749,7 +770,7 @@ fn bit_command(rng: &mut Rng, k: &str) -> Vec<String> {
 fn key_command(rng: &mut Rng) -> (Vec<String>, Order) {
     let k = rng.pick(ANY_KEYS).to_string();
     let other = rng.pick(ANY_KEYS).to_string();
-    let c = match rng.below(12) {
+    let c = match rng.below(17) {
         0 => [words(&["DEL"]), keys(rng, ANY_KEYS, 1)].concat(),
         1 => [words(&["EXISTS"]), keys(rng, ANY_KEYS, 1)].concat(),
         2 => words(&["TYPE", &k]),
@@ -762,12 +783,74 @@ fn key_command(rng: &mut Rng) -> (Vec<String>, Order) {
             }
             c
         }
-        6 => words(&["EXPIRE", &k, rng.pick(&["100", "200", "x"])]),
+        6 => {
+            let mut c = words(&["EXPIRE", &k, rng.pick(&["100", "200", "x", "-1"])]);
+            if rng.chance(40) {
+                c.push(rng.pick(&["NX", "XX", "GT", "LT", "XY"]).into());
+            }
+            c
+        }
         7 => words(&["TTL", &k]),
         8 => words(&["PERSIST", &k]),
         9 => words(&["DBSIZE"]),
         10 => words(&["UNLINK", &k]),
-        _ => words(&["TOUCH", &k, &other]),
+        11 => words(&["TOUCH", &k, &other]),
+        12 => {
+            let mut c = words(&["SCAN", "0", "COUNT", "1000"]);
+            if rng.chance(50) {
+                c.extend(words(&[
+                    "MATCH",
+                    rng.pick(&["*", "*1", "[hl]?", "k*", "z\\2"]),
+                ]));
+            }
+            if rng.chance(40) {
+                let kind = rng.pick(&["string", "list", "set", "zset", "hash", "nothing"]);
+                c.extend(words(&["TYPE", kind]));
+            }
+            return (c, Order::Scan);
+        }
+        13 => {
+            let (name, order) = match rng.below(3) {
+                0 => ("HSCAN", Order::ScanPairs),
+                1 => ("SSCAN", Order::Scan),
+                _ => ("ZSCAN", Order::ScanPairs),
+            };
+            let mut c = words(&[name, &k, "0", "COUNT", "1000"]);
+            if rng.chance(50) {
+                c.extend(words(&["MATCH", rng.pick(&["*", "a*", "?", "*[0-9]*"])]));
+            }
+            return (c, order);
+        }
+        14 => {
+            let mut c = words(&["SORT", rng.pick(&["l1", "s1", "z1", "l2"])]);
+            c.extend(words(&["BY", rng.pick(&["w_*", "h*->a", "missing_*"])]));
+            for _ in 0..rng.below(3) {
+                c.extend(words(&["GET", rng.pick(&["#", "d_*", "h*->a"])]));
+            }
+            // Not ALPHA: Redis leaves ties among equal (or missing) BY
+            // values in its sort's order; numeric ties compare the elements.
+            c
+        }
+        15 => {
+            let weight = format!("{}_{}", rng.pick(&["w", "d"]), rng.pick(MEMBERS));
+            vec!["SET".into(), weight, rng.pick(FLOATS).into()]
+        }
+        _ => {
+            // A command through a script: its reply converted to Lua and
+            // back (errors caught by pcall come back as they were).
+            let (inner, order) = command(rng);
+            // (Not those the run checks against Redis's TYPE first.)
+            let checked = matches!(
+                inner[0].as_str(),
+                "OBJECT" | "BITCOUNT" | "BITPOS" | "PFCOUNT" | "SORT" | "SORT_RO"
+            );
+            if order != Order::Exact || checked {
+                return (inner, order);
+            }
+            let mut c = words(&["EVAL", "return redis.pcall(unpack(ARGV))", "0"]);
+            c.extend(inner);
+            c
+        }
     };
     (c, Order::Exact)
 }
@@ -849,7 +932,11 @@ fn run_seed(
             }
             _ => {
                 let (arguments, order) = command(&mut rng);
-                (mutated(&mut rng, arguments), order)
+                if order == Order::Exact {
+                    (mutated(&mut rng, arguments), order)
+                } else {
+                    (arguments, order)
+                }
             }
         };
         if let Some(left) = queued.as_mut() {

@@ -142,10 +142,17 @@ fn lua_to_frame_at(value: &Value, resp3: bool, depth: usize, too_deep: &mut bool
     }
 }
 
-/// Lua number to integer as C's `(long long)` cast does for representable
-/// values; out-of-range values saturate and NaN is 0, never undefined.
+/// Lua number to integer as Redis's `(long long)` cast does on x86-64:
+/// towards zero, and a NaN or a value out of range (2^63 and beyond, the
+/// infinities) gives the "integer indefinite" -2^63 (`return 2^63` answers
+/// `:-9223372036854775808` from Redis).
 pub fn truncate(number: f64) -> i64 {
-    number as i64
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if number.is_nan() || !(-LIMIT..LIMIT).contains(&number) {
+        i64::MIN
+    } else {
+        number as i64
+    }
 }
 
 fn table_to_frame(table: &Table, resp3: bool, depth: usize, too_deep: &mut bool) -> Frame {

@@ -72,6 +72,12 @@ fn conversions_lua_to_reply() {
     assert_eq!(h.eval("return 1", &[], &[]), Frame::Integer(1));
     assert_eq!(h.eval("return 3.99", &[], &[]), Frame::Integer(3));
     assert_eq!(h.eval("return -3.7", &[], &[]), Frame::Integer(-3));
+    // Out of range, as Redis's cast gives it on x86-64.
+    assert_eq!(h.eval("return 2^63", &[], &[]), Frame::Integer(i64::MIN));
+    assert_eq!(h.eval("return -2^63", &[], &[]), Frame::Integer(i64::MIN));
+    assert_eq!(h.eval("return 2^62", &[], &[]), Frame::Integer(1 << 62));
+    assert_eq!(h.eval("return 1/0", &[], &[]), Frame::Integer(i64::MIN));
+    assert_eq!(h.eval("return 0/0", &[], &[]), Frame::Integer(i64::MIN));
     assert_eq!(h.eval("return 'x'", &[], &[]), bulk("x"));
     assert_eq!(h.eval("return true", &[], &[]), Frame::Integer(1));
     assert_eq!(h.eval("return false", &[], &[]), Frame::Null);
