@@ -126,16 +126,26 @@ fn normalized_frame(frame: &Frame, order: Order) -> String {
             );
         }
     }
+    // A double in exponent form reads the same in 7.0's 17 digits and 7.2's
+    // shortest form (see `same_numbers`).
+    let text = |item: &Frame| match item {
+        Frame::Bulk(data) => match std::str::from_utf8(data).map(str::parse::<f64>) {
+            Ok(Ok(number)) if data.contains(&b'e') => format!("number {number:e}"),
+            _ => format!("{item:?}"),
+        },
+        _ => format!("{item:?}"),
+    };
     let mut parts: Vec<String> = match (frame, order) {
         (Frame::Array(items) | Frame::Set(items), Order::Unordered) => {
-            items.iter().map(|item| format!("{item:?}")).collect()
+            items.iter().map(text).collect()
         }
-        (Frame::Array(items), Order::Pairs) => {
-            items.chunks(2).map(|pair| format!("{pair:?}")).collect()
-        }
+        (Frame::Array(items), Order::Pairs) => items
+            .chunks(2)
+            .map(|pair| pair.iter().map(text).collect::<Vec<_>>().join(" "))
+            .collect(),
         (Frame::Map(pairs), Order::Pairs) => pairs
             .iter()
-            .map(|(field, value)| format!("{:?}", [field, value]))
+            .map(|(field, value)| format!("{} {}", text(field), text(value)))
             .collect(),
         _ => return format!("{frame:?}"),
     };
@@ -744,7 +754,12 @@ fn bit_command(rng: &mut Rng, k: &str) -> Vec<String> {
             ]
             .concat()
         }
-        6 => words(&["GETEX", k, rng.pick(&["PERSIST", "EX", "PX"]), "100"]),
+        6 => match rng.below(3) {
+            // No expiry inside the run's time: key counts would race it.
+            0 => words(&["GETEX", k, "PERSIST"]),
+            1 => words(&["GETEX", k, "EX", rng.pick(&["100", "0", "x"])]),
+            _ => words(&["GETEX", k, "PX", "100000"]),
+        },
         _ => {
             let mut c = words(&[rng.pick(&["BITFIELD", "BITFIELD", "BITFIELD_RO"]), k]);
             for _ in 0..rng.below(4) {
@@ -865,7 +880,52 @@ fn hll_command(rng: &mut Rng) -> (Vec<String>, Order) {
     (c, Order::Exact)
 }
 
+/// One write of 100 to 160 new elements, past the compact encodings' entry
+/// limits (128), so conversions and the large forms get their turn.
+fn grow_command(rng: &mut Rng) -> (Vec<String>, Order) {
+    let count = 100 + rng.below(61);
+    let base = rng.below(1000);
+    let element = |index: usize| format!("g{}", base + index);
+    let c = match rng.below(4) {
+        0 => {
+            let mut c = words(&["RPUSH", rng.pick(LIST_KEYS)]);
+            c.extend((0..count).map(element));
+            c
+        }
+        1 => {
+            let mut c = words(&["SADD", rng.pick(SET_KEYS)]);
+            // Integers only, sometimes: the intset encoding.
+            if rng.chance(50) {
+                c.extend((0..count).map(|index| (base + index).to_string()));
+            } else {
+                c.extend((0..count).map(element));
+            }
+            c
+        }
+        2 => {
+            let mut c = words(&["ZADD", rng.pick(ZSET_KEYS)]);
+            for index in 0..count {
+                c.push((index % 7).to_string());
+                c.push(element(index));
+            }
+            c
+        }
+        _ => {
+            let mut c = words(&["HSET", rng.pick(HASH_KEYS)]);
+            for index in 0..count {
+                c.push(element(index));
+                c.push(index.to_string());
+            }
+            c
+        }
+    };
+    (c, Order::Exact)
+}
+
 fn command(rng: &mut Rng) -> (Vec<String>, Order) {
+    if rng.chance(1) {
+        return grow_command(rng);
+    }
     match rng.below(100) {
         0..=19 => list_command(rng),
         20..=34 => hash_command(rng),

@@ -6,11 +6,11 @@
 //! - `hashtable`: an [`IndexedTable`] of pairs (see `indexed.rs`).
 //!
 //! A hash starts as a listpack and becomes a hashtable, never back, by Redis's
-//! rules with the default `hash-max-listpack-entries 128` and
-//! `hash-max-listpack-value 64`: before a write, when it brings more than 128
+//! rules with the default `hash-max-listpack-entries 512` and
+//! `hash-max-listpack-value 64`: before a write, when it brings more than 512
 //! pairs or an argument longer than 64 bytes ([`HashValue::prepare_for`]); on
 //! every set, when the field or value is longer than 64 bytes, and after it,
-//! when the hash holds more than 128 pairs ([`HashValue::set`]).
+//! when the hash holds more than 512 pairs ([`HashValue::set`]).
 //!
 //! Iteration order (HGETALL, HKEYS, HSCAN, DUMP) is storage order, a function
 //! of the commands applied, so replicas agree on it.
@@ -19,7 +19,7 @@ use crate::indexed::{IndexedTable, Keyed};
 use crate::list::ListElement;
 
 /// `hash-max-listpack-entries`.
-pub const MAX_LISTPACK_ENTRIES: usize = 128;
+pub const MAX_LISTPACK_ENTRIES: usize = 512;
 /// `hash-max-listpack-value`.
 pub const MAX_LISTPACK_VALUE: usize = 64;
 
@@ -300,14 +300,14 @@ mod tests {
     #[test]
     fn conversions_follow_redis() {
         let mut hash = HashValue::new();
-        for index in 0..128 {
+        for index in 0..512 {
             hash.set(format!("f{index}").as_bytes(), b"v");
         }
         assert_eq!(hash.encoding_name(), "listpack");
         hash.set(b"one-more", b"v");
         assert_eq!(hash.encoding_name(), "hashtable");
         // Never back.
-        for index in 0..128 {
+        for index in 0..512 {
             hash.remove(format!("f{index}").as_bytes());
         }
         assert_eq!(hash.encoding_name(), "hashtable");
@@ -328,12 +328,12 @@ mod tests {
     fn loads_pick_the_encoding_by_size() {
         let small = HashValue::from_pairs([(&b"a"[..], &b"1"[..]), (b"b", b"2")]);
         assert_eq!(small.encoding_name(), "listpack");
-        let many: Vec<(Vec<u8>, Vec<u8>)> = (0..200)
+        let many: Vec<(Vec<u8>, Vec<u8>)> = (0..600)
             .map(|index| (format!("f{index}").into_bytes(), b"v".to_vec()))
             .collect();
         let big = HashValue::from_pairs(many.iter().map(|(f, v)| (&f[..], &v[..])));
         assert_eq!(big.encoding_name(), "hashtable");
-        assert_eq!(big.len(), 200);
+        assert_eq!(big.len(), 600);
         assert!(
             HashValue::with_layout(vec![Pair::new(b"a", b"1"), Pair::new(b"a", b"2")], false)
                 .is_none()

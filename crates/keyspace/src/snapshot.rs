@@ -974,7 +974,7 @@ mod tests {
     fn hashes_and_sets_behave_identically_after_a_round_trip() {
         let mut original = Keyspace::new(1, 5);
         let mut context = Context::new(START_MS, 9);
-        for index in 0..300 {
+        for index in 0..700 {
             let member = format!("m{index}");
             run(&mut original, &mut context, &["SADD", "table-set", &member]);
             run(
@@ -983,7 +983,7 @@ mod tests {
                 &["HSET", "table-hash", &member, "v"],
             );
         }
-        for index in (0..300).step_by(4) {
+        for index in (0..700).step_by(4) {
             let member = format!("m{index}");
             run(&mut original, &mut context, &["SREM", "table-set", &member]);
             run(

@@ -137,7 +137,7 @@ const PARAMETERS: &[Parameter] = &[
         "hash-max-listpack-entries",
         "hash-max-ziplist-entries",
         int(0, LONG_MAX),
-        "128",
+        "512",
     ),
     aliased(
         "hash-max-listpack-value",

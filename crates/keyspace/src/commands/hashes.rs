@@ -1018,24 +1018,24 @@ mod tests {
     fn encodings_convert_as_in_redis() {
         let mut h = Harness::new();
         let mut words: Vec<String> = vec!["HSET".into(), "h".into()];
-        for index in 0..128 {
+        for index in 0..512 {
             words.push(format!("f{index}"));
             words.push("v".into());
         }
         let refs: Vec<&str> = words.iter().map(String::as_str).collect();
-        assert_eq!(h.run(&refs), int(128));
+        assert_eq!(h.run(&refs), int(512));
         assert_eq!(h.encoding("h"), Some("listpack"));
-        h.run(&["HSET", "h", "f129", "v"]);
+        h.run(&["HSET", "h", "f513", "v"]);
         assert_eq!(h.encoding("h"), Some("hashtable"));
         // Never back, however small it gets.
-        for index in 0..128 {
+        for index in 0..512 {
             h.run(&["HDEL", "h", &format!("f{index}")]);
         }
         assert_eq!(h.encoding("h"), Some("hashtable"));
-        assert_eq!(h.run(&["HGETALL", "h"]), map(&[("f129", "v")]));
+        assert_eq!(h.run(&["HGETALL", "h"]), map(&[("f513", "v")]));
         // Too many pairs in one write converts first, even with duplicates.
         let mut words: Vec<String> = vec!["HSET".into(), "d".into()];
-        for _ in 0..129 {
+        for _ in 0..513 {
             words.push("same".into());
             words.push("v".into());
         }
@@ -1197,15 +1197,15 @@ mod tests {
         assert_eq!(h.run(&["HSCAN", "h", "0", "NOVALUES"]), error(SYNTAX));
 
         // A hashtable is walked in steps; every pair comes back once.
-        for index in 0..500 {
+        for index in 0..1000 {
             h.run(&["HSET", "big", &format!("f{index}"), &index.to_string()]);
         }
         let (calls, seen) = scan_all(&mut h, "big", &["COUNT", "20"]);
-        assert_eq!(calls, 25);
+        assert_eq!(calls, 50);
         let mut fields: Vec<_> = seen.iter().map(|(field, _)| field.clone()).collect();
         fields.sort();
         fields.dedup();
-        assert_eq!(fields.len(), 500);
+        assert_eq!(fields.len(), 1000);
         assert!(seen.iter().all(|(field, value)| field[1..] == *value));
         let (_, matched) = scan_all(&mut h, "big", &["MATCH", "f1?", "COUNT", "7"]);
         assert_eq!(matched.len(), 10);
@@ -1272,10 +1272,10 @@ mod tests {
         h.run(&["HSET", "copy", "a", "changed"]);
         assert_ne!(value_digest(&h, "h"), value_digest(&h, "copy"));
 
-        for index in 0..200 {
+        for index in 0..700 {
             h.run(&["HSET", "big", &format!("f{index}"), "v"]);
         }
-        for index in (0..200).step_by(7) {
+        for index in (0..700).step_by(7) {
             h.run(&["HDEL", "big", &format!("f{index}")]);
         }
         let Frame::Bulk(payload) = h.run(&["DUMP", "big"]) else {
@@ -1293,7 +1293,7 @@ mod tests {
         assert_eq!(h.encoding("big3"), Some("hashtable"));
         // RENAME keeps the value.
         assert_eq!(h.run(&["RENAME", "big3", "big4"]), Frame::OK);
-        assert_eq!(h.run(&["HLEN", "big4"]), int(171));
+        assert_eq!(h.run(&["HLEN", "big4"]), int(600));
         // Corrupt payloads are refused.
         let mut bad = payload.to_vec();
         let last = bad.len() - 1;
