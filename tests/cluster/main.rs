@@ -10,4 +10,5 @@ mod t50_scale;
 mod t55_moves;
 mod t60_pubsub;
 mod t70_router;
+mod t72_router_random_differential;
 mod t75_router_cli;
