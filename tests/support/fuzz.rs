@@ -203,6 +203,40 @@ const STRING_KEYS: &[&str] = &["k1", "k2", "n1"];
 /// skip list's random levels).
 const LEX_KEYS: &[&str] = &["x1", "x2"];
 const HLL_KEYS: &[&str] = &["p1", "p2"];
+const GEO_KEYS: &[&str] = &["g1", "g2"];
+/// GEOSEARCHSTORE's destinations, never searched: STOREDIST scores are
+/// distances, not points.
+const GEO_STORE_KEYS: &[&str] = &["gd1", "gd2"];
+const LONGITUDES: &[&str] = &[
+    "13.361389",
+    "15.087269",
+    "2.3522",
+    "-0.1276",
+    "0",
+    "13.4",
+    "15",
+    "180",
+    "-180",
+    "179.9999",
+    "200",
+    "x",
+];
+const LATITUDES: &[&str] = &[
+    "38.115556",
+    "37.502669",
+    "48.8566",
+    "51.5072",
+    "0",
+    "38",
+    "37.9",
+    "85.05112878",
+    "-85.05112878",
+    "85.06",
+    "-33.8",
+    "x",
+];
+const RADII: &[&str] = &["0", "1", "50", "100", "200", "1000", "5000", "-1", "x"];
+const UNITS: &[&str] = &["m", "km", "km", "mi", "ft", "yd"];
 const ANY_KEYS: &[&str] = &[
     "l1", "h1", "s1", "z1", "k1", "n1", "p1", "missing", "l2", "s2", "z2",
 ];
@@ -870,6 +904,139 @@ fn key_command(rng: &mut Rng) -> (Vec<String>, Order) {
     (c, Order::Exact)
 }
 
+/// Geo commands. Points stored are distinct (a fine grid near Sicily), so
+/// no two members lie at one distance from a centre: Redis orders such ties
+/// by its sort's internals.
+fn geo_command(rng: &mut Rng) -> (Vec<String>, Order) {
+    let k = key(rng, GEO_KEYS);
+    // Searches only over geo keys (other sorted sets' scores are points too,
+    // but many members at one point would tie).
+    let searched = rng.pick(GEO_KEYS).to_string();
+    let grid = |rng: &mut Rng| {
+        vec![
+            format!("{:.6}", 13.0 + rng.below(3000) as f64 / 1000.0),
+            format!("{:.6}", 37.0 + rng.below(1500) as f64 / 1000.0),
+        ]
+    };
+    let point = |rng: &mut Rng| {
+        if rng.chance(80) {
+            grid(rng)
+        } else {
+            vec![
+                rng.pick(LONGITUDES).to_string(),
+                rng.pick(LATITUDES).to_string(),
+            ]
+        }
+    };
+    // What GEOADD takes: a grid point, or a pair with an invalid half.
+    let stored_point = |rng: &mut Rng| {
+        if rng.chance(90) {
+            grid(rng)
+        } else {
+            vec![
+                rng.pick(&["200", "-180.5", "x", "13"]).to_string(),
+                rng.pick(&["85.06", "-90", "y", "100"]).to_string(),
+            ]
+        }
+    };
+    let options = |rng: &mut Rng, c: &mut Vec<String>, store: bool| {
+        for option in ["WITHDIST", "WITHHASH", "WITHCOORD"] {
+            if !store && rng.chance(30) {
+                c.push(option.into());
+            }
+        }
+        if rng.chance(40) {
+            c.push(rng.pick(&["ASC", "DESC"]).into());
+        }
+        if rng.chance(30) {
+            c.extend(words(&["COUNT", rng.pick(&["1", "2", "5", "0", "x"])]));
+            if rng.chance(30) {
+                c.push("ANY".into());
+            }
+        }
+    };
+    let c = match rng.below(10) {
+        0..=2 => {
+            let mut c = words(&["GEOADD", &k]);
+            for option in ["NX", "XX", "CH"] {
+                if rng.chance(8) {
+                    c.push(option.into());
+                }
+            }
+            for _ in 0..1 + rng.below(3) {
+                c.extend(stored_point(rng));
+                c.push(member(rng));
+            }
+            c
+        }
+        3 => [words(&["GEOPOS", &k]), members(rng, 1)].concat(),
+        4 => {
+            let mut c = vec!["GEODIST".into(), k, member(rng), member(rng)];
+            if rng.chance(50) {
+                c.push(rng.pick(UNITS).into());
+            }
+            c
+        }
+        5 => [words(&["GEOHASH", &k]), members(rng, 1)].concat(),
+        6 => {
+            let name = rng.pick(&["GEORADIUS", "GEORADIUS_RO"]);
+            let mut c = words(&[name, &searched]);
+            c.extend(point(rng));
+            c.extend(words(&[rng.pick(RADII), rng.pick(UNITS)]));
+            let store = rng.chance(25);
+            options(rng, &mut c, store);
+            if store {
+                c.extend(words(&[
+                    rng.pick(&["STORE", "STOREDIST"]),
+                    rng.pick(GEO_STORE_KEYS),
+                ]));
+            }
+            c
+        }
+        7 => {
+            let name = rng.pick(&["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"]);
+            let mut c = vec![name.to_string(), searched, member(rng)];
+            c.extend(words(&[rng.pick(RADII), rng.pick(UNITS)]));
+            options(rng, &mut c, false);
+            c
+        }
+        _ => {
+            let store = rng.chance(40);
+            let mut c = if store {
+                vec![
+                    "GEOSEARCHSTORE".into(),
+                    rng.pick(GEO_STORE_KEYS).into(),
+                    searched,
+                ]
+            } else {
+                vec!["GEOSEARCH".into(), searched]
+            };
+            if rng.chance(50) {
+                c.extend(vec!["FROMMEMBER".into(), member(rng)]);
+            } else {
+                c.push("FROMLONLAT".into());
+                c.extend(point(rng));
+            }
+            if rng.chance(50) {
+                c.extend(words(&["BYRADIUS", rng.pick(RADII), rng.pick(UNITS)]));
+            } else {
+                c.extend(words(&[
+                    "BYBOX",
+                    rng.pick(RADII),
+                    rng.pick(RADII),
+                    rng.pick(UNITS),
+                ]));
+            }
+            options(rng, &mut c, store);
+            if store && rng.chance(40) {
+                c.push("STOREDIST".into());
+            }
+            c
+        }
+    };
+    (c, Order::Exact)
+}
+
 fn hll_command(rng: &mut Rng) -> (Vec<String>, Order) {
     let k = key(rng, HLL_KEYS);
     let c = match rng.below(4) {
@@ -932,7 +1099,8 @@ fn command(rng: &mut Rng) -> (Vec<String>, Order) {
         35..=49 => set_command(rng),
         50..=74 => zset_command(rng),
         75..=86 => string_command(rng),
-        87..=94 => key_command(rng),
+        87..=91 => key_command(rng),
+        92..=95 => geo_command(rng),
         _ => hll_command(rng),
     }
 }
@@ -986,6 +1154,8 @@ fn is_key_name(word: &str) -> bool {
         STRING_KEYS,
         LEX_KEYS,
         HLL_KEYS,
+        GEO_KEYS,
+        GEO_STORE_KEYS,
         ANY_KEYS,
     ]
     .iter()
@@ -1095,6 +1265,15 @@ fn run_seed(
             // first (a missing one answered 0 whatever the arguments).
             let kind = theirs.call(&words(&["TYPE", &arguments[1]]));
             if !kind.starts_with(b"+string") {
+                continue;
+            }
+            // Nor the unit: 7.0 took a range of two negatives, start past
+            // end, as empty before reading it.
+            let unit = if arguments[0] == "BITCOUNT" { 4 } else { 5 };
+            if arguments
+                .get(unit)
+                .is_some_and(|unit| !matches!(unit.to_ascii_uppercase().as_str(), "BIT" | "BYTE"))
+            {
                 continue;
             }
         }

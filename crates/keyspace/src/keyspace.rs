@@ -754,6 +754,36 @@ mod tests {
             (vec!["GET", "gone-int"], Some(Frame::Null)),
             (vec!["GETRANGE", "gone", "0", "-1"], Some(bulk(""))),
             (vec!["GETBIT", "gone", "3"], Some(Frame::Integer(0))),
+            (vec!["GEODIST", "gone-zset", "a", "b"], Some(Frame::Null)),
+            (
+                vec!["GEOHASH", "gone-zset", "a"],
+                Some(array(vec![Frame::Null])),
+            ),
+            (
+                vec!["GEOPOS", "gone-zset", "a"],
+                Some(array(vec![Frame::NullArray])),
+            ),
+            (
+                vec!["GEORADIUS_RO", "gone-zset", "0", "0", "1", "m"],
+                Some(array(vec![])),
+            ),
+            (
+                vec!["GEORADIUSBYMEMBER_RO", "gone-zset", "a", "1", "m"],
+                Some(array(vec![])),
+            ),
+            (
+                vec![
+                    "GEOSEARCH",
+                    "gone-zset",
+                    "FROMLONLAT",
+                    "0",
+                    "0",
+                    "BYRADIUS",
+                    "1",
+                    "m",
+                ],
+                Some(array(vec![])),
+            ),
             (vec!["BITCOUNT", "gone"], Some(Frame::Integer(0))),
             (vec!["BITPOS", "gone", "1"], Some(Frame::Integer(-1))),
             (

@@ -118,7 +118,7 @@ pub fn class_of(group: &str) -> u32 {
         "list" => class::LIST,
         "set" => class::SET,
         "hash" => class::HASH,
-        "sorted_set" => class::ZSET,
+        "sorted_set" | "geo" => class::ZSET,
         "stream" => class::STREAM,
         _ => class::GENERIC,
     }
@@ -139,6 +139,9 @@ pub fn replaces_destination(command: &str) -> bool {
             | "zrangestore"
             | "sort"
             | "bitop"
+            | "georadius"
+            | "georadiusbymember"
+            | "geosearchstore"
     )
 }
 
@@ -166,6 +169,8 @@ pub fn event_name(command: &'static str, index: usize, arguments: &[Bytes]) -> &
         "zincrby" => "zincr",
         "pfmerge" => "pfadd",
         "bitfield" => "setbit",
+        "geoadd" => "zadd",
+        "georadius" | "georadiusbymember" => "georadiusstore",
         "bitop" => "set",
         "sort" => "sortstore",
         "rename" | "renamenx" => {

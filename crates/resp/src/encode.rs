@@ -64,6 +64,13 @@ pub fn encode(frame: &Frame, protocol: Protocol, out: &mut BytesMut) {
                 bulk(out, b'$', text.as_bytes());
             }
         }
+        Frame::DoubleText(text) => {
+            if resp3 {
+                line(out, b',', text);
+            } else {
+                bulk(out, b'$', text);
+            }
+        }
         Frame::Boolean(value) => {
             if resp3 {
                 out.put_slice(if *value { b"#t\r\n" } else { b"#f\r\n" });

@@ -24,6 +24,9 @@ pub enum Frame {
     Set(Vec<Frame>),
     /// RESP3 double; a bulk string in RESP2.
     Double(f64),
+    /// A RESP3 double written as this text (Redis's "human" long-double form,
+    /// `13.36138933897018433`, for GEO coordinates); a bulk string in RESP2.
+    DoubleText(Bytes),
     /// RESP3 boolean; integer 1/0 in RESP2.
     Boolean(bool),
     /// RESP3 big number; a bulk string in RESP2.
@@ -121,6 +124,7 @@ impl PartialEq for Frame {
             | (Error(first), Error(second))
             | (Bulk(first), Bulk(second))
             | (BigNumber(first), BigNumber(second))
+            | (DoubleText(first), DoubleText(second))
             | (Verbatim(first), Verbatim(second)) => first == second,
             (Integer(first), Integer(second)) => first == second,
             (Null, Null) | (NullArray, NullArray) => true,
@@ -175,7 +179,11 @@ impl Frame {
     /// The bytes of a simple string, bulk string or verbatim string.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
-            Frame::Simple(b) | Frame::Bulk(b) | Frame::Error(b) | Frame::BigNumber(b) => Some(b),
+            Frame::Simple(b)
+            | Frame::Bulk(b)
+            | Frame::Error(b)
+            | Frame::BigNumber(b)
+            | Frame::DoubleText(b) => Some(b),
             Frame::Verbatim(b) => Some(b.get(4..).unwrap_or_default()),
             _ => None,
         }

@@ -80,6 +80,16 @@ fn frame_to_lua_at(lua: &Lua, frame: &Frame, resp3: bool, depth: usize) -> mlua:
         }
         Frame::Double(value) if resp3 => single("double", Value::Number(*value)),
         Frame::Double(value) => string(format_double(*value).as_bytes()),
+        Frame::DoubleText(text) if resp3 => single(
+            "double",
+            Value::Number(
+                std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|text| text.parse().ok())
+                    .unwrap_or(0.0),
+            ),
+        ),
+        Frame::DoubleText(text) => string(text),
         Frame::Boolean(value) if resp3 => Ok(Value::Boolean(*value)),
         Frame::Boolean(value) => Ok(Value::Number(if *value { 1.0 } else { 0.0 })),
         Frame::BigNumber(digits) if resp3 => single("big_number", string(digits)?),

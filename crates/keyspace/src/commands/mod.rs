@@ -3,6 +3,7 @@
 
 pub mod bitmaps;
 pub mod cluster;
+pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
@@ -30,6 +31,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hashes::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    geo::COMMANDS,
     hyperloglog::COMMANDS,
     pubsub::COMMANDS,
     keys::COMMANDS,

@@ -1022,7 +1022,7 @@ fn zadd_generic(
     }
 }
 
-fn zadd(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
+pub(super) fn zadd(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     zadd_generic(keyspace, context, arguments, false)
 }
 
