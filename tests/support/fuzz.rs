@@ -62,6 +62,25 @@ enum Order {
     Scan,
     /// A SCAN-family reply whose elements are field-value pairs.
     ScanPairs,
+    /// A random pick (SRANDMEMBER, HRANDFIELD, ZRANDMEMBER, RANDOMKEY): the
+    /// same kind of reply, as many elements, errors word for word.
+    Shape,
+}
+
+/// A reply's shape: its kind and, for an aggregate, its length and its
+/// elements' shapes (their text for errors, nothing for strings).
+fn shape(frame: &Frame) -> String {
+    match frame {
+        Frame::Array(items) | Frame::Set(items) | Frame::Push(items) => format!(
+            "array {} [{}]",
+            items.len(),
+            items.iter().map(shape).collect::<Vec<_>>().join(" ")
+        ),
+        Frame::Map(pairs) => format!("map {}", pairs.len()),
+        Frame::Error(text) => format!("error {}", String::from_utf8_lossy(text)),
+        Frame::Bulk(_) | Frame::Double(_) | Frame::DoubleText(_) => "string".into(),
+        other => format!("{other:?}"),
+    }
 }
 
 struct Connection {
@@ -1037,6 +1056,53 @@ fn geo_command(rng: &mut Rng) -> (Vec<String>, Order) {
     (c, Order::Exact)
 }
 
+/// Random picks, compared by shape: they read only, so the two servers'
+/// data stay the same.
+fn random_pick_command(rng: &mut Rng) -> (Vec<String>, Order) {
+    let count = |rng: &mut Rng, c: &mut Vec<String>| {
+        if rng.chance(70) {
+            c.push(
+                rng.pick(&[
+                    "0",
+                    "1",
+                    "3",
+                    "-3",
+                    "100",
+                    "-100",
+                    "x",
+                    "-9223372036854775808",
+                ])
+                .into(),
+            );
+        }
+    };
+    let c = match rng.below(4) {
+        0 => {
+            let mut c = words(&["SRANDMEMBER", &key(rng, SET_KEYS)]);
+            count(rng, &mut c);
+            c
+        }
+        1 => {
+            let mut c = words(&["HRANDFIELD", &key(rng, HASH_KEYS)]);
+            count(rng, &mut c);
+            if c.len() == 3 && rng.chance(50) {
+                c.push("WITHVALUES".into());
+            }
+            c
+        }
+        2 => {
+            let mut c = words(&["ZRANDMEMBER", &key(rng, ZSET_KEYS)]);
+            count(rng, &mut c);
+            if c.len() == 3 && rng.chance(50) {
+                c.push("WITHSCORES".into());
+            }
+            c
+        }
+        _ => words(&["RANDOMKEY"]),
+    };
+    (c, Order::Shape)
+}
+
 fn hll_command(rng: &mut Rng) -> (Vec<String>, Order) {
     let k = key(rng, HLL_KEYS);
     let c = match rng.below(4) {
@@ -1101,6 +1167,7 @@ fn command(rng: &mut Rng) -> (Vec<String>, Order) {
         75..=86 => string_command(rng),
         87..=91 => key_command(rng),
         92..=95 => geo_command(rng),
+        96 => random_pick_command(rng),
         _ => hll_command(rng),
     }
 }
@@ -1290,6 +1357,13 @@ fn run_seed(
         history.push(format!("{arguments:?}"));
         let same = match order {
             Order::Exact => expected == actual || same_numbers(&expected, &actual),
+            Order::Shape => {
+                let parsed = |reply: &[u8]| match resp::parse_reply(reply) {
+                    Ok(Some((frame, _))) => shape(&frame),
+                    _ => format!("unparsed {:?}", String::from_utf8_lossy(reply)),
+                };
+                parsed(&expected) == parsed(&actual)
+            }
             _ => normalized(&expected, order) == normalized(&actual, order),
         };
         if !same {
