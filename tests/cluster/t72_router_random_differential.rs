@@ -1,7 +1,7 @@
 //! Random command sequences through the router of a three-node cluster, every
 //! reply compared with a real redis-server's (see `support::fuzz`): the keys
 //! share one hash tag, so every command runs whole on one shard's leader,
-//! through the router's links and the shard's Raft log.
+//! through the router's links and the shard's Raft log, in RESP2 and RESP3.
 
 use crate::t70_router::seeds;
 use slotraft_tests::support::cluster::Cluster;
@@ -15,12 +15,14 @@ fn random_commands_through_the_router_reply_as_redis_does() {
     let router = Router::start(&seeds(&cluster), &[]);
     router.wait_serving();
     let redis = RedisServer::start();
-    fuzz::run_seeds(
-        fuzz::Target::Cluster,
-        router.port,
-        redis.port,
-        "2",
-        &fuzz::seeds(301..303),
-        1500,
-    );
+    for (protocol, seeds) in [("2", 301..303), ("3", 401..402)] {
+        fuzz::run_seeds(
+            fuzz::Target::Cluster,
+            router.port,
+            redis.port,
+            protocol,
+            &fuzz::seeds(seeds),
+            1500,
+        );
+    }
 }

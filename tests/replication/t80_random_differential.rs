@@ -12,13 +12,15 @@ fn random_commands_reply_as_redis_does_and_replicas_agree() {
     let group = Group::start(3, &[]);
     let leader = group.wait_leader(Duration::from_secs(10));
     let redis = RedisServer::start();
-    fuzz::run_seeds(
-        fuzz::Target::Replicated,
-        group.members[leader].port,
-        redis.port,
-        "2",
-        &fuzz::seeds(201..203),
-        1500,
-    );
+    for (protocol, seeds) in [("2", 201..203), ("3", 251..252)] {
+        fuzz::run_seeds(
+            fuzz::Target::Replicated,
+            group.members[leader].port,
+            redis.port,
+            protocol,
+            &fuzz::seeds(seeds),
+            1500,
+        );
+    }
     group.assert_replicas_agree(leader, Duration::from_secs(20));
 }
