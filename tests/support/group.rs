@@ -236,20 +236,44 @@ impl Group {
 
     /// Waits until every running member has applied what member `leader`
     /// has, then asserts that all of them hold the same state (DEBUG DIGEST).
+    /// The digests are taken one member after another while the group may
+    /// still apply entries (the leader's own, such as an expiry round), so
+    /// a difference is looked at again until `limit`: members that hold
+    /// different states at one applied index never agree.
     pub fn assert_replicas_agree(&self, leader: usize, limit: Duration) {
-        let applied: u64 = self
-            .info_field(leader, "raft_last_applied")
-            .and_then(|value| value.parse().ok())
-            .expect("raft_last_applied");
-        self.wait_applied(applied, limit);
-        let digests: Vec<String> = (0..self.members.len())
-            .filter(|index| self.is_running(*index))
-            .map(|index| self.digest(index))
-            .collect();
-        assert!(
-            digests.iter().all(|digest| digest == &digests[0]),
-            "{digests:?}"
-        );
+        let deadline = Instant::now() + limit;
+        loop {
+            let applied: u64 = self
+                .info_field(leader, "raft_last_applied")
+                .and_then(|value| value.parse().ok())
+                .expect("raft_last_applied");
+            self.wait_applied(applied, limit);
+            let running: Vec<usize> = (0..self.members.len())
+                .filter(|index| self.is_running(*index))
+                .collect();
+            let digests: Vec<String> = running.iter().map(|index| self.digest(*index)).collect();
+            if digests.iter().all(|digest| digest == &digests[0]) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let states: Vec<String> = running
+                    .iter()
+                    .zip(&digests)
+                    .map(|(index, digest)| {
+                        let applied = self.info_field(*index, "raft_last_applied");
+                        let keys: Vec<String> = redis::cmd("KEYS")
+                            .arg("*")
+                            .query(&mut self.client(*index))
+                            .unwrap_or_default();
+                        format!(
+                            "member {index}: digest {digest}, applied {applied:?}, keys {keys:?}"
+                        )
+                    })
+                    .collect();
+                panic!("replicas disagree:\n{}", states.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// DEBUG DIGEST of member `index`.
