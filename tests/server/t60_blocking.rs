@@ -55,10 +55,19 @@ fn timeouts_answer_nil_in_both_protocols() {
     let started = Instant::now();
     client.roundtrip(&["BLPOP", "none", "0.1"], "*-1\r\n");
     assert!(started.elapsed() >= Duration::from_millis(100));
+    // A wait that times out answers the null array, BLMOVE's too (a null
+    // bulk string only where it may not block, as in MULTI).
     client.roundtrip(
         &["BLMOVE", "none", "dst", "LEFT", "RIGHT", "0.05"],
-        "$-1\r\n",
+        "*-1\r\n",
     );
+    client.roundtrip(&["BRPOPLPUSH", "none", "dst", "0.05"], "*-1\r\n");
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(
+        &["BLMOVE", "none", "dst", "LEFT", "RIGHT", "0"],
+        "+QUEUED\r\n",
+    );
+    client.roundtrip(&["EXEC"], "*1\r\n$-1\r\n");
     client.roundtrip(&["BLMPOP", "0.05", "1", "none", "LEFT"], "*-1\r\n");
     client.command(&[b"HELLO", b"3"]);
     let _ = client.read_frame();

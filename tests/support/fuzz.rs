@@ -11,6 +11,9 @@
 //! follows: commands whose replies changed since (ZRANK WITHSCORE, OBJECT
 //! ENCODING of small lists and sets) stay out too.
 //!
+//! A score of negative zero is compared as zero: 7.0 writes it `0`, slotraft
+//! `-0` (which of the two 7.2 writes was not checked).
+//!
 //! No argument overflows a double: Redis checks `errno` after `strtod`
 //! without clearing it first, so after one such argument its next numeric
 //! SORT fails whatever it sorts.
@@ -149,7 +152,10 @@ fn normalized_frame(frame: &Frame, order: Order) -> String {
     // shortest form (see `same_numbers`).
     let text = |item: &Frame| match item {
         Frame::Bulk(data) => match std::str::from_utf8(data).map(str::parse::<f64>) {
-            Ok(Ok(number)) if data.contains(&b'e') => format!("number {number:e}"),
+            // (and a negative zero, which 7.0 writes as 0).
+            Ok(Ok(number)) if data.contains(&b'e') || matches!(&data[..], b"-0" | b"0") => {
+                format!("number {:e}", number + 0.0)
+            }
             _ => format!("{item:?}"),
         },
         _ => format!("{item:?}"),
@@ -323,7 +329,7 @@ fn words(words: &[&str]) -> Vec<String> {
 
 fn list_command(rng: &mut Rng) -> (Vec<String>, Order) {
     let k = key(rng, LIST_KEYS);
-    let mut c = match rng.below(21) {
+    let mut c = match rng.below(22) {
         0 | 1 => [words(&[rng.pick(&["LPUSH", "RPUSH"]), &k]), members(rng, 1)].concat(),
         2 => [
             words(&[rng.pick(&["LPUSHX", "RPUSHX"]), &k]),
@@ -374,8 +380,37 @@ fn list_command(rng: &mut Rng) -> (Vec<String>, Order) {
             }
             c
         }
-        17 => sort_command(rng, &k),
-        18 | 19 => words(&["TYPE", &k]),
+        17 => {
+            // Blocking pops with a short timeout: served at once when there
+            // is data, nil after 10 ms when not.
+            let timeout = rng.pick(&["0.01", "0.01", "-1", "x"]);
+            match rng.below(4) {
+                0 => [
+                    words(&[rng.pick(&["BLPOP", "BRPOP"])]),
+                    keys(rng, LIST_KEYS, 1),
+                    words(&[timeout]),
+                ]
+                .concat(),
+                1 => words(&[
+                    "BLMOVE",
+                    &k,
+                    &key(rng, LIST_KEYS),
+                    rng.pick(&["LEFT", "RIGHT"]),
+                    rng.pick(&["LEFT", "RIGHT"]),
+                    timeout,
+                ]),
+                2 => words(&["BRPOPLPUSH", &k, &key(rng, LIST_KEYS), timeout]),
+                _ => {
+                    let chosen = keys(rng, LIST_KEYS, 1);
+                    let mut c = vec!["BLMPOP".into(), timeout.into(), chosen.len().to_string()];
+                    c.extend(chosen);
+                    c.push(rng.pick(&["LEFT", "RIGHT"]).into());
+                    c
+                }
+            }
+        }
+        18 => sort_command(rng, &k),
+        19 | 20 => words(&["TYPE", &k]),
         _ => [words(&["RPUSH", &k]), members(rng, 3)].concat(),
     };
     if c.is_empty() {

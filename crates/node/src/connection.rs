@@ -244,9 +244,12 @@ pub struct Blocked {
     timeout_reply: Frame,
 }
 
-/// Registers the client as blocked by `spec` (which answered `timeout_reply`
-/// and recorded `block`).
-#[allow(clippy::too_many_arguments)]
+/// Registers the client as blocked by `spec` (which recorded `block`). A
+/// wait that times out (or that CLIENT UNBLOCK ends) answers the null array
+/// for every blocking command, BLMOVE and BRPOPLPUSH included, as Redis's
+/// `replyToBlockedClientTimedOut` does; only a blocking command that may not
+/// block (in MULTI or a script) answers as its handler does (a null bulk
+/// string for those two).
 pub fn block_client(
     shared: &Shared,
     group: u64,
@@ -254,8 +257,8 @@ pub fn block_client(
     spec: &'static CommandSpec,
     arguments: &[Bytes],
     block: BlockOn,
-    timeout_reply: Frame,
 ) {
+    let timeout_reply = Frame::NullArray;
     let deadline =
         (block.timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(block.timeout_ms));
     let waiter = Waiter {
@@ -742,7 +745,7 @@ fn execute_request<'a>(
             if let Some(block) = context.block.take() {
                 // Under the keyspace lock: pushes from now on are recorded.
                 store.keyspace.set_ready_tracking(true);
-                block_client(shared, 0, session, spec, arguments, block, reply);
+                block_client(shared, 0, session, spec, arguments, block);
                 return Flow::Continue;
             }
             reply

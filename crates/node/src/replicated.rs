@@ -454,7 +454,9 @@ async fn run(
                     .await
                     .unwatched();
                     if let (Some(block), Some((arguments, spec))) = (block, last) {
-                        let timeout_reply = replies.pop().unwrap_or(Frame::NullArray);
+                        // The blocking command's own reply stands for a
+                        // wait that cannot happen; the wait has its own.
+                        replies.pop();
                         for reply in replies {
                             session.reply(output, &reply);
                         }
@@ -472,7 +474,6 @@ async fn run(
                                 spec,
                                 &arguments,
                                 block,
-                                timeout_reply,
                             );
                         }
                         // Entries applied since this one may have filled the keys.

@@ -549,6 +549,22 @@ fn library_functions_return_many_results_in_every_call_position() {
     }
 }
 
+/// Redis lets scripts call BLMPOP and BZMPOP (not BLPOP or BZPOPMIN); from
+/// a script they never block.
+#[test]
+fn the_mpop_forms_run_in_scripts_without_blocking() {
+    let mut h = Harness::new();
+    let blmpop = "return redis.pcall('BLMPOP', '0', '1', KEYS[1], 'LEFT')";
+    assert_eq!(h.eval(blmpop, &["list"], &[]), Frame::Null);
+    h.run(&["RPUSH", "list", "a"]);
+    assert_eq!(
+        h.eval(blmpop, &["list"], &[]),
+        Frame::Array(vec![bulk("list"), Frame::Array(vec![bulk("a")])])
+    );
+    let bzmpop = "return redis.pcall('BZMPOP', '0', '1', KEYS[1], 'MIN')";
+    assert_eq!(h.eval(bzmpop, &["zset"], &[]), Frame::Null);
+}
+
 #[test]
 fn commands_refused_in_scripts() {
     let mut h = Harness::new();

@@ -53,7 +53,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "blmpop",
         arity: -5,
-        flags: WRITE | NOSCRIPT | BLOCKING,
+        flags: WRITE | BLOCKING,
         key_specs: &[KeySpec::counted(2, RW | ACCESS | DELETE)],
         categories: &["write", "list", "slow", "blocking"],
         group: "list",

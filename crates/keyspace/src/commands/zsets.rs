@@ -91,7 +91,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     row(
         "bzmpop",
         -5,
-        WRITE | NOSCRIPT | BLOCKING,
+        // Unlike BZPOPMIN and BLPOP, Redis lets scripts call the MPOP forms
+        // (which then never block).
+        WRITE | BLOCKING,
         &[KeySpec::counted(2, RW | ACCESS | DELETE)],
         &["write", "sortedset", "slow", "blocking"],
         "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.",
