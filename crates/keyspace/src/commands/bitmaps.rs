@@ -9,7 +9,7 @@
 
 use crate::args;
 use crate::command::{flags::*, key_flags::*, CommandSpec, Handler, KeySpec};
-use crate::commands::strings::read_string;
+use crate::commands::strings::{grow_zeroed, read_string};
 use crate::value::{StringValue, Value};
 use crate::{errors, Context, Keyspace};
 use bytes::Bytes;
@@ -174,11 +174,7 @@ fn writable_bits<'a>(
     };
     let data = string.make_raw();
     let grown = length > data.len();
-    if grown {
-        data.try_reserve_exact(length - data.len())
-            .map_err(|_| Frame::error("ERR out of memory"))?;
-        data.resize(length, 0);
-    }
+    grow_zeroed(data, length)?;
     Ok((data, created || grown))
 }
 

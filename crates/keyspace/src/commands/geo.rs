@@ -170,14 +170,11 @@ const STORE_NOTES: &str = "For the optional STORE and STOREDIST keywords. Marked
 /// GEORADIUS's keys: the source, and the destination of STORE or STOREDIST.
 fn radius_keys(arguments: &[Bytes]) -> Vec<(usize, u32)> {
     let mut keys = vec![(1, RO | ACCESS)];
-    let first_option = if arguments
+    // GEORADIUSBYMEMBER key member radius unit; GEORADIUS key lon lat radius unit.
+    let by_member = arguments
         .first()
-        .is_some_and(|name| name.len() > b"georadius".len())
-    {
-        5
-    } else {
-        6
-    };
+        .is_some_and(|name| args::is_keyword(name, "georadiusbymember"));
+    let first_option = if by_member { 5 } else { 6 };
     let mut index = first_option;
     while index < arguments.len() {
         let word = &arguments[index];
@@ -383,40 +380,36 @@ fn distance(longitude1: f64, latitude1: f64, longitude2: f64, latitude2: f64) ->
     2.0 * EARTH_RADIUS_IN_METERS * a.sqrt().asin()
 }
 
-/// Moves a cell east (`+1`) or west (`-1`) (Redis's `geohash_move_x`).
-fn move_x(cell: Cell, direction: i8) -> Cell {
-    let x = cell.bits & 0xAAAA_AAAA_AAAA_AAAA;
-    let y = cell.bits & 0x5555_5555_5555_5555;
+/// Longitude bits of a cell (odd positions) and latitude bits (even).
+const LONGITUDE_BITS: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+const LATITUDE_BITS: u64 = 0x5555_5555_5555_5555;
+
+/// Moves a cell by one along the coordinate whose bits `moving` selects
+/// (`+1` east or north, `-1` west or south): Redis's `geohash_move_x` and
+/// `geohash_move_y`, which add or subtract one in those bits alone.
+fn move_cell(cell: Cell, moving: u64, direction: i8) -> Cell {
     let shift = 64 - cell.step * 2;
-    let zz = 0x5555_5555_5555_5555u64.checked_shr(shift).unwrap_or(0);
-    let x = if direction > 0 {
-        x.wrapping_add(zz.wrapping_add(1))
+    let kept = cell.bits & !moving;
+    let part = cell.bits & moving;
+    // The other coordinate's bits, set, carry the addition across them.
+    let filler = (!moving).checked_shr(shift).unwrap_or(0);
+    let part = if direction > 0 {
+        part.wrapping_add(filler.wrapping_add(1))
     } else {
-        (x | zz).wrapping_sub(zz.wrapping_add(1))
+        (part | filler).wrapping_sub(filler.wrapping_add(1))
     };
-    let x = x & 0xAAAA_AAAA_AAAA_AAAAu64.checked_shr(shift).unwrap_or(0);
     Cell {
-        bits: x | y,
+        bits: kept | (part & moving.checked_shr(shift).unwrap_or(0)),
         step: cell.step,
     }
 }
 
-/// Moves a cell north (`+1`) or south (`-1`) (Redis's `geohash_move_y`).
+fn move_x(cell: Cell, direction: i8) -> Cell {
+    move_cell(cell, LONGITUDE_BITS, direction)
+}
+
 fn move_y(cell: Cell, direction: i8) -> Cell {
-    let x = cell.bits & 0xAAAA_AAAA_AAAA_AAAA;
-    let y = cell.bits & 0x5555_5555_5555_5555;
-    let shift = 64 - cell.step * 2;
-    let zz = 0xAAAA_AAAA_AAAA_AAAAu64.checked_shr(shift).unwrap_or(0);
-    let y = if direction > 0 {
-        y.wrapping_add(zz.wrapping_add(1))
-    } else {
-        (y | zz).wrapping_sub(zz.wrapping_add(1))
-    };
-    let y = y & 0x5555_5555_5555_5555u64.checked_shr(shift).unwrap_or(0);
-    Cell {
-        bits: x | y,
-        step: cell.step,
-    }
+    move_cell(cell, LATITUDE_BITS, direction)
 }
 
 /// The searched cell's steps for a radius (Redis's

@@ -378,7 +378,7 @@ fn store(
 
 /// Grows `data` to `length` bytes (zero filled) without aborting on allocation
 /// failure.
-fn grow_zeroed(data: &mut Vec<u8>, length: usize) -> Result<(), Frame> {
+pub(crate) fn grow_zeroed(data: &mut Vec<u8>, length: usize) -> Result<(), Frame> {
     if length > data.len() {
         data.try_reserve_exact(length - data.len())
             .map_err(|_| Frame::error(OUT_OF_MEMORY))?;
