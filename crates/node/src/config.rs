@@ -385,6 +385,15 @@ impl Config {
         self.get(name) == Some("yes")
     }
 
+    /// Hands the slow log's and latency monitor's thresholds to `monitors`.
+    pub fn configure_monitors(&self, monitors: &crate::stats::Monitors) {
+        monitors.configure(
+            self.integer("slowlog-log-slower-than"),
+            self.integer("slowlog-max-len").max(0) as u64,
+            self.integer("latency-monitor-threshold").max(0) as u64,
+        );
+    }
+
     pub fn port(&self) -> u16 {
         self.integer("port") as u16
     }

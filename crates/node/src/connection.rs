@@ -272,6 +272,7 @@ pub fn block_client(
         timeout_reply: timeout_reply.clone(),
         wants: Blocking::wanted_type(spec),
     };
+    session.stats.blocked();
     let (ticket, reply) = shared.blocking.block(waiter);
     session.blocked = Some(Blocked {
         ticket,
@@ -380,6 +381,9 @@ pub fn process_input(
         .stats
         .total_commands_processed
         .fetch_add(commands_run, Ordering::Relaxed);
+    if !session.stats.is_empty() {
+        shared.monitors.flush(&mut session.stats, &session.client);
+    }
     flow
 }
 
@@ -430,11 +434,33 @@ fn run_requests(
             }
         }
         let mut requests = batch.drain(..);
-        while let Some((arguments, resolved)) = requests.next() {
+        while let Some((mut arguments, resolved)) = requests.next() {
             *commands_run += 1;
+            let started_us = clock::unix_micros();
+            let spec = resolved.as_ref().ok().copied();
             let flow = execute_request(
-                shared, session, parser, output, &mut store, now_ms, arguments, resolved,
+                shared,
+                session,
+                parser,
+                output,
+                &mut store,
+                now_ms,
+                &mut arguments,
+                resolved,
             );
+            if let Some(spec) = spec {
+                let duration_us = clock::unix_micros().saturating_sub(started_us);
+                let outcome = session.stats.outcome;
+                shared.monitors.observe(
+                    &mut session.stats,
+                    spec,
+                    &arguments,
+                    &session.client,
+                    started_us,
+                    duration_us,
+                    outcome,
+                );
+            }
             if flow == Flow::Close {
                 return Flow::Close;
             }
@@ -643,7 +669,7 @@ fn execute_request<'a>(
     output: &mut BytesMut,
     store: &mut Option<MutexGuard<'a, Store>>,
     now_ms: u64,
-    mut arguments: Vec<Bytes>,
+    arguments: &mut Vec<Bytes>,
     resolved: Resolved,
 ) -> Flow {
     let spec = match resolved {
@@ -654,16 +680,18 @@ fn execute_request<'a>(
             return Flow::Continue;
         }
     };
-    session.note_command(spec.name);
-    session::feed_monitors(shared, session, spec, &arguments);
+    session.start_command(spec, arguments);
+    session::feed_monitors(shared, session, spec, arguments);
     if !session.authenticated
         && !spec.has(flags::NO_AUTH)
         && shared.config().requirepass().is_some()
     {
+        session.rejected();
         session.reply(output, &Frame::error("NOAUTH Authentication required."));
         return Flow::Continue;
     }
-    if let Some(reply) = session::subscribed_refusal(session, spec, &arguments) {
+    if let Some(reply) = session::subscribed_refusal(session, spec, arguments) {
+        session.rejected();
         session.reply(output, &reply);
         return Flow::Continue;
     }
@@ -672,12 +700,13 @@ fn execute_request<'a>(
         let store = store.get_or_insert_with(|| shared.store());
         if crate::evict::out_of_memory(store) {
             session::refuse_in_multi(session);
+            session.rejected();
             session.reply(output, &Frame::error(keyspace::evict::OOM));
             return Flow::Continue;
         }
     }
     if let session::InMulti::Answered(reply) =
-        session::queue_in_multi(session, spec, &mut arguments, false)
+        session::queue_in_multi(session, spec, arguments, false)
     {
         session.reply(output, &reply);
         return Flow::Continue;
@@ -716,6 +745,7 @@ fn execute_request<'a>(
             let store = store.get_or_insert_with(|| shared.store());
             let out_of_memory = spec.through_log() && crate::evict::out_of_memory(store);
             if out_of_memory && spec.has(flags::DENYOOM) {
+                session.rejected();
                 session.reply(output, &Frame::error(keyspace::evict::OOM));
                 return Flow::Continue;
             }

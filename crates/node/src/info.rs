@@ -28,17 +28,34 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
+/// `INFO all` and `INFO everything`: the default sections and the per-command
+/// ones, in Redis's order.
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "latencystats",
+    "cluster",
+    "keyspace",
+];
+
 pub fn info(shared: &Shared, arguments: &[Bytes]) -> Frame {
     let mut sections: Vec<String> = Vec::new();
     if arguments.len() == 1 {
         sections.extend(DEFAULT_SECTIONS.iter().map(|name| name.to_string()));
     }
     for argument in &arguments[1..] {
-        if is_keyword(argument, "default")
-            || is_keyword(argument, "all")
-            || is_keyword(argument, "everything")
-        {
+        if is_keyword(argument, "default") {
             sections.extend(DEFAULT_SECTIONS.iter().map(|name| name.to_string()));
+        } else if is_keyword(argument, "all") || is_keyword(argument, "everything") {
+            sections.extend(ALL_SECTIONS.iter().map(|name| name.to_string()));
         } else {
             sections.push(String::from_utf8_lossy(argument).to_ascii_lowercase());
         }
@@ -263,6 +280,11 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                 &shared.local.pubsub.pattern_count(),
             );
             line(&mut out, "pubsubshard_channels", &0);
+            line(
+                &mut out,
+                "total_error_replies",
+                &shared.monitors.total_error_replies.load(Ordering::Relaxed),
+            );
         }
         "replication" => {
             out.push_str("# Replication\r\n");
@@ -283,7 +305,53 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
             line(&mut out, "used_cpu_user", &format!("{user:.6}"));
         }
         "modules" => out.push_str("# Modules\r\n"),
-        "errorstats" => out.push_str("# Errorstats\r\n"),
+        "errorstats" => {
+            out.push_str("# Errorstats\r\n");
+            for (code, count) in shared.monitors.error_stats() {
+                let code = String::from_utf8_lossy(&code).into_owned();
+                line(
+                    &mut out,
+                    &format!("errorstat_{code}"),
+                    &format!("count={count}"),
+                );
+            }
+        }
+        "commandstats" => {
+            out.push_str("# Commandstats\r\n");
+            for (name, stat) in shared.monitors.command_stats() {
+                let per_call = if stat.calls == 0 {
+                    0.0
+                } else {
+                    stat.usec as f64 / stat.calls as f64
+                };
+                line(
+                    &mut out,
+                    &format!("cmdstat_{name}"),
+                    &format!(
+                        "calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}",
+                        stat.calls, stat.usec, stat.rejected, stat.failed
+                    ),
+                );
+            }
+        }
+        "latencystats" => {
+            out.push_str("# Latencystats\r\n");
+            for (name, stat) in shared.monitors.command_stats() {
+                if stat.calls == 0 {
+                    continue;
+                }
+                line(
+                    &mut out,
+                    &format!("latency_percentiles_usec_{name}"),
+                    &format!(
+                        "p50={:.3},p99={:.3},p99.9={:.3}",
+                        stat.percentile_us(50.0),
+                        stat.percentile_us(99.0),
+                        stat.percentile_us(99.9)
+                    ),
+                );
+            }
+        }
         "cluster" => {
             out.push_str("# Cluster\r\n");
             line(
@@ -367,6 +435,7 @@ fn data_stores(shared: &Shared) -> Vec<replication::state_machine::SharedState> 
 
 /// CONFIG RESETSTAT.
 pub fn reset_stats(shared: &Shared) {
+    shared.monitors.reset_stats();
     let stats = &shared.stats;
     for counter in [
         &stats.total_connections_received,

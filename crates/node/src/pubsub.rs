@@ -922,6 +922,28 @@ pub fn feed_script_calls(pubsub: &PubSub, calls: Vec<(usize, Vec<Bytes>)>) {
     }
 }
 
+/// The positions of a command's arguments that MONITOR and SLOWLOG show as
+/// `(redacted)`: AUTH's user and password, HELLO's after its AUTH.
+pub fn redacted_arguments(arguments: &[Bytes]) -> std::ops::Range<usize> {
+    let Some(name) = arguments.first() else {
+        return 0..0;
+    };
+    let from = if name.eq_ignore_ascii_case(b"auth") {
+        1
+    } else if name.eq_ignore_ascii_case(b"hello") {
+        match arguments
+            .iter()
+            .position(|word| word.eq_ignore_ascii_case(b"auth"))
+        {
+            Some(auth) => auth + 1,
+            None => return 0..0,
+        }
+    } else {
+        return 0..0;
+    };
+    from..from + 2
+}
+
 /// A MONITOR line for a command a client sent: `+<seconds>.<micros> [<db>
 /// <address>] "arg" ...`, each argument quoted as Redis quotes it, passwords
 /// redacted.
@@ -936,19 +958,10 @@ pub fn monitor_line(now_micros: u64, db: usize, peer: &str, arguments: &[Bytes])
         db,
         peer
     );
-    let redact_from = if arguments[0].eq_ignore_ascii_case(b"auth") {
-        1
-    } else if arguments[0].eq_ignore_ascii_case(b"hello") {
-        arguments
-            .iter()
-            .position(|word| word.eq_ignore_ascii_case(b"auth"))
-            .map_or(usize::MAX, |auth| auth + 1)
-    } else {
-        usize::MAX
-    };
+    let redacted = redacted_arguments(arguments);
     for (index, argument) in arguments.iter().enumerate() {
         text.push(' ');
-        if index >= redact_from && index < redact_from + 2 {
+        if redacted.contains(&index) {
             text.push_str("\"(redacted)\"");
         } else {
             quote(&mut text, argument);

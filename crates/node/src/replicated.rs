@@ -89,6 +89,7 @@ pub async fn process_input(
     output: &mut BytesMut,
 ) -> Flow {
     let mut commands_run = 0u64;
+    session.stats.track_replies();
     let flow = run(
         shared,
         route,
@@ -103,6 +104,9 @@ pub async fn process_input(
         .stats
         .total_commands_processed
         .fetch_add(commands_run, Ordering::Relaxed);
+    if !session.stats.is_empty() {
+        shared.monitors.flush(&mut session.stats, &session.client);
+    }
     flow
 }
 
@@ -148,16 +152,18 @@ async fn run(
                     continue;
                 }
             };
-            session.note_command(spec.name);
+            session.start_command(spec, &arguments);
             session::feed_monitors(shared, session, spec, &arguments);
             if !session.authenticated
                 && !spec.has(flags::NO_AUTH)
                 && shared.config().requirepass().is_some()
             {
+                session.rejected();
                 session.reply(output, &Frame::error("NOAUTH Authentication required."));
                 continue;
             }
             if let Some(reply) = session::subscribed_refusal(session, spec, &arguments) {
+                session.rejected();
                 session.reply(output, &reply);
                 continue;
             }
@@ -196,6 +202,7 @@ async fn run(
                 if let Target::Local(replica) = route.target(spec, &arguments) {
                     if crate::evict::out_of_memory_replicated(shared, &replica).await {
                         session::refuse_in_multi(session);
+                        session.rejected();
                         session.reply(output, &Frame::error(keyspace::evict::OOM));
                         continue;
                     }
@@ -323,7 +330,7 @@ async fn run(
                                     let Some((arguments, Ok(next))) = requests.next() else {
                                         break;
                                     };
-                                    session.note_command(next.name);
+                                    session.start_command(next, &arguments);
                                     session::feed_monitors(shared, session, next, &arguments);
                                     let reply = read(
                                         &shared.local.pubsub,
@@ -410,7 +417,7 @@ async fn run(
                         let Some((arguments, Ok(next))) = requests.next() else {
                             break;
                         };
-                        session.note_command(next.name);
+                        session.start_command(next, &arguments);
                         session::feed_monitors(shared, session, next, &arguments);
                         match destination {
                             0 => run.push((arguments, next)),

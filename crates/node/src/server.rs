@@ -56,6 +56,8 @@ pub struct Shared {
     /// What this node shares among its shards: Pub/Sub subscriptions, the
     /// script board, a cluster node's PUBLISH forwarder.
     pub local: Arc<NodeLocal>,
+    /// Command statistics, the slow log and the latency monitor.
+    pub monitors: crate::stats::Monitors,
     shutdown: watch::Sender<bool>,
 }
 
@@ -132,6 +134,8 @@ impl Shared {
             .map(|_| char::from_digit((rng.next_u64() % 16) as u32, 16).unwrap_or('0'))
             .collect();
         let (shutdown, _) = watch::channel(false);
+        let monitors = crate::stats::Monitors::default();
+        config.configure_monitors(&monitors);
         let blocking = replica
             .as_ref()
             .map(|replica| replica.blocking.clone())
@@ -149,6 +153,7 @@ impl Shared {
             active_expire_enabled: AtomicBool::new(true),
             bound_port: AtomicU64::new(0),
             local,
+            monitors,
             shutdown,
         })
     }

@@ -71,6 +71,7 @@ pub fn queue_in_multi(
     }
     // Queued, the request is not run now: the transaction takes it over.
     transaction.queued.push((std::mem::take(arguments), spec));
+    session.stats.set_outcome(crate::stats::Outcome::Queued);
     InMulti::Answered(Frame::simple("QUEUED"))
 }
 
@@ -138,6 +139,9 @@ pub struct Session {
     /// Messages this connection PUBLISHed, delivered before it runs
     /// anything else (see [`crate::pubsub::Deliveries`]).
     pub deliveries: crate::pubsub::Deliveries,
+    /// This connection's command statistics since they were last folded into
+    /// the node's (see [`crate::stats`]).
+    pub stats: crate::stats::LocalStats,
 }
 
 impl Session {
@@ -161,11 +165,13 @@ impl Session {
             skip_next: false,
             last_command: "",
             deliveries: Default::default(),
+            stats: Default::default(),
         }
     }
 
     /// Appends a reply unless CLIENT REPLY says otherwise.
     pub fn reply(&mut self, output: &mut BytesMut, frame: &Frame) {
+        self.stats.replied(frame);
         if self.skip_next {
             self.skip_next = false;
             return;
@@ -184,6 +190,18 @@ impl Session {
                 self.skip_next = true;
             }
         }
+    }
+
+    /// A command begins: CLIENT LIST's last command, and its statistics.
+    pub fn start_command(&mut self, spec: &'static CommandSpec, arguments: &[Bytes]) {
+        self.note_command(spec.name);
+        self.stats.start(spec, arguments);
+    }
+
+    /// The command begun last was refused before it ran (Redis's rejected
+    /// calls).
+    pub fn rejected(&mut self) {
+        self.stats.set_outcome(crate::stats::Outcome::Rejected);
     }
 
     /// Records the last command name for CLIENT LIST.
@@ -341,6 +359,10 @@ pub fn execute(
             "    Prints this help.",
         ]),
         name if name.starts_with("client|") => return client(shared, session, spec, arguments),
+        name if name.starts_with("slowlog|") || name.starts_with("latency|") => {
+            crate::diagnostics::execute(shared, name, arguments)
+                .unwrap_or_else(|| Frame::error_owned(format!("ERR unknown command '{name}'")))
+        }
         // Answered by a cluster node before it gets here.
         name if name.starts_with("cluster|") || name.starts_with("slotraft|") => {
             Frame::error(CLUSTER_DISABLED)
@@ -647,6 +669,7 @@ fn config_set(shared: &Shared, arguments: &[Bytes]) -> Frame {
         return Frame::error_owned(error);
     }
     let config = config.clone();
+    config.configure_monitors(&shared.monitors);
     crate::resp_client::set_password(config.requirepass());
     apply_keyspace_config(&config, &mut shared.store().keyspace, &shared.local);
     if let Some(node) = &shared.cluster {

@@ -107,6 +107,104 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     ),
 ];
 
+const ADMIN_CATEGORIES: &[&str] = &["admin", "slow", "dangerous"];
+
+/// A node command in Redis's @admin @slow @dangerous categories.
+const fn admin(name: &'static str, arity: i32, flags: u64, summary: &'static str) -> CommandSpec {
+    CommandSpec {
+        categories: ADMIN_CATEGORIES,
+        ..node(name, arity, flags, summary)
+    }
+}
+
+/// A container's HELP subcommand.
+const fn help_sub(name: &'static str) -> CommandSpec {
+    CommandSpec {
+        categories: &["slow"],
+        ..node(
+            name,
+            2,
+            LOADING | STALE,
+            "Returns helpful text about the different subcommands.",
+        )
+    }
+}
+
+const fn container(
+    name: &'static str,
+    subcommands: &'static [CommandSpec],
+    summary: &'static str,
+) -> CommandSpec {
+    CommandSpec {
+        categories: &["slow"],
+        subcommands,
+        handler: Handler::Container,
+        ..node(name, -2, 0, summary)
+    }
+}
+
+const SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
+    admin(
+        "slowlog|get",
+        -2,
+        ADMIN | LOADING | STALE,
+        "Returns the slow log's entries.",
+    ),
+    admin(
+        "slowlog|len",
+        2,
+        ADMIN | LOADING | STALE,
+        "Returns the number of entries in the slow log.",
+    ),
+    admin(
+        "slowlog|reset",
+        2,
+        ADMIN | LOADING | STALE,
+        "Clears all entries from the slow log.",
+    ),
+    help_sub("slowlog|help"),
+];
+
+const LATENCY_SUBCOMMANDS: &[CommandSpec] = &[
+    admin(
+        "latency|doctor",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns a human-readable latency analysis report.",
+    ),
+    admin(
+        "latency|graph",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns a latency graph for an event.",
+    ),
+    admin(
+        "latency|history",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns timestamp-latency samples for an event.",
+    ),
+    admin(
+        "latency|latest",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns the latest latency samples for all events.",
+    ),
+    admin(
+        "latency|histogram",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns the cumulative distribution of latencies of a subset or all commands.",
+    ),
+    admin(
+        "latency|reset",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Resets the latency data for one or more events.",
+    ),
+    help_sub("latency|help"),
+];
+
 /// slotraft's own cluster plumbing, used by `slotraft cluster` and between
 /// nodes (not part of Redis).
 const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
@@ -490,6 +588,16 @@ pub const COMMANDS: &[CommandSpec] = &[
             "A container for slotraft's cluster commands.",
         )
     },
+    container(
+        "slowlog",
+        SLOWLOG_SUBCOMMANDS,
+        "A container for slow log commands.",
+    ),
+    container(
+        "latency",
+        LATENCY_SUBCOMMANDS,
+        "A container for latency diagnostics commands.",
+    ),
     CommandSpec {
         name: "config",
         arity: -2,
