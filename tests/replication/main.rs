@@ -9,3 +9,4 @@ mod t50_transactions;
 mod t60_scripting;
 mod t70_eviction;
 mod t80_random_differential;
+mod t90_role_and_wait;

@@ -305,3 +305,43 @@ fn info_reports_commands_errors_and_latency_percentiles() {
     let errors = info_section(&mut client, "errorstats");
     assert_eq!(errors.trim_end(), "# Errorstats");
 }
+
+#[test]
+fn a_node_without_replicas_is_a_master_and_waits_for_none() {
+    let server = Server::start(&[]);
+    let mut client = server.connect();
+    client.roundtrip(&["ROLE"], "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n");
+    client.roundtrip(&["WAIT", "0", "0"], ":0\r\n");
+    // Asking for a replica waits out the timeout, as Redis without replicas.
+    let started = std::time::Instant::now();
+    client.roundtrip(&["WAIT", "1", "150"], ":0\r\n");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(140));
+    client.roundtrip(&["WAIT", "1", "-1"], "-ERR timeout is negative\r\n");
+    client.roundtrip(
+        &["WAIT", "1", "x"],
+        "-ERR timeout is not an integer or out of range\r\n",
+    );
+    client.roundtrip(
+        &["WAIT", "x", "1"],
+        "-ERR value is not an integer or out of range\r\n",
+    );
+    client.roundtrip(
+        &["WAITAOF", "1", "0", "0"],
+        "-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n",
+    );
+    client.roundtrip(&["WAITAOF", "0", "0", "0"], "*2\r\n:0\r\n:0\r\n");
+    // Inside a transaction it answers at once.
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["WAIT", "1", "0"], "+QUEUED\r\n");
+    client.roundtrip(&["EXEC"], "*1\r\n:0\r\n");
+    // CLIENT UNBLOCK ends a WAIT that would never end.
+    let mut waiting = server.connect();
+    waiting.roundtrip(&["CLIENT", "ID"], "");
+    let Frame::Integer(id) = waiting.read_frame() else {
+        panic!("CLIENT ID is an integer")
+    };
+    waiting.command(&[b"WAIT", b"1", b"0"]);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    client.roundtrip(&["CLIENT", "UNBLOCK", &id.to_string()], ":1\r\n");
+    assert_eq!(waiting.read_frame(), Frame::Integer(0));
+}

@@ -244,6 +244,38 @@ pub struct Blocked {
     timeout_reply: Frame,
 }
 
+/// Blocks the client for `timeout` (None: until CLIENT UNBLOCK or it
+/// disconnects) on no key: WAIT on a node without replicas. The wait ends
+/// with `reply`.
+pub fn block_keyless(
+    shared: &Shared,
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+    timeout: Option<Duration>,
+    reply: Frame,
+) {
+    session.stats.blocked();
+    let waiter = Waiter {
+        client: session.client.id,
+        group: 0,
+        db: session.db,
+        protocol: session.protocol,
+        spec,
+        arguments: arguments.to_vec(),
+        keys: Vec::new(),
+        timeout_reply: reply.clone(),
+        wants: "",
+    };
+    let (ticket, receiver) = shared.blocking.block(waiter);
+    session.blocked = Some(Blocked {
+        ticket,
+        reply: receiver,
+        deadline: timeout.map(|timeout| Instant::now() + timeout),
+        timeout_reply: reply,
+    });
+}
+
 /// Registers the client as blocked by `spec` (which recorded `block`). A
 /// wait that times out (or that CLIENT UNBLOCK ends) answers the null array
 /// for every blocking command, BLMOVE and BRPOPLPUSH included, as Redis's
@@ -779,6 +811,15 @@ fn execute_request<'a>(
                 return Flow::Continue;
             }
             reply
+        }
+        Handler::Node if matches!(spec.name, "wait" | "waitaof") => {
+            match crate::role::standalone_wait(spec.name, arguments) {
+                Ok(reply) => reply,
+                Err((timeout, reply)) => {
+                    block_keyless(shared, session, spec, arguments, timeout, reply);
+                    return Flow::Continue;
+                }
+            }
         }
         Handler::Node | Handler::Container => {
             // Node commands may take other locks or change limits: release the

@@ -21,6 +21,7 @@ pub mod pubsub;
 pub mod replica;
 pub mod replicated;
 pub mod resp_client;
+pub mod role;
 pub mod router;
 pub mod server;
 pub mod session;

@@ -228,6 +228,13 @@ async fn run(
             }
             match spec.handler {
                 Handler::Node | Handler::Container => {
+                    if matches!(spec.name, "wait" | "waitaof") {
+                        if let Some(reply) = crate::role::wait(shared, spec.name, &arguments).await
+                        {
+                            session.reply(output, &reply);
+                            continue;
+                        }
+                    }
                     if let Route::Cluster(node) = route {
                         if let Some(reply) =
                             crate::cluster_commands::execute(node, spec, &arguments).await

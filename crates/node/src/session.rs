@@ -359,6 +359,12 @@ pub fn execute(
             "    Prints this help.",
         ]),
         name if name.starts_with("client|") => return client(shared, session, spec, arguments),
+        "role" => crate::role::role(shared),
+        // Blocking waits are the connection's (see `connection::block_keyless`);
+        // here, inside a transaction, WAIT answers at once.
+        "wait" | "waitaof" => {
+            crate::role::standalone_wait(spec.name, arguments).unwrap_or_else(|(_, reply)| reply)
+        }
         name if name.starts_with("slowlog|") || name.starts_with("latency|") => {
             crate::diagnostics::execute(shared, name, arguments)
                 .unwrap_or_else(|| Frame::error_owned(format!("ERR unknown command '{name}'")))

@@ -588,6 +588,35 @@ pub const COMMANDS: &[CommandSpec] = &[
             "A container for slotraft's cluster commands.",
         )
     },
+    CommandSpec {
+        categories: &["admin", "fast", "dangerous"],
+        ..node(
+            "role",
+            1,
+            NOSCRIPT | LOADING | STALE | FAST,
+            "Returns the replication role.",
+        )
+    },
+    CommandSpec {
+        categories: &["slow", "connection"],
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        ..node(
+            "wait",
+            3,
+            NOSCRIPT,
+            "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.",
+        )
+    },
+    CommandSpec {
+        categories: &["slow", "connection"],
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        ..node(
+            "waitaof",
+            4,
+            NOSCRIPT,
+            "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.",
+        )
+    },
     container(
         "slowlog",
         SLOWLOG_SUBCOMMANDS,

@@ -1,0 +1,270 @@
+//! ROLE, WAIT and WAITAOF: Redis's replication questions, answered from the
+//! Raft groups a node hosts.
+//!
+//! A replica that leads its group is a master whose replicas are the other
+//! members, each at the log index it is known to hold; a follower is a
+//! replica of the leader. A cluster node that leads any shard is a master
+//! (its replicas: the other members of the shards it leads); one that leads
+//! none is a replica of its first shard's leader, as CLUSTER NODES shows it.
+//!
+//! WAIT's meaning carries over: how many replicas hold this connection's
+//! writes. Every acknowledged write is already on a majority, so WAIT returns
+//! at once with at least that many; a higher count waits for followers to
+//! catch up. Followers append to their logs with fsync before they answer,
+//! so WAITAOF counts the same replicas, and the local copy is on disk when
+//! the log is fsynced (`raft-fsync yes`).
+
+use crate::replica::Replica;
+use crate::server::Shared;
+use bytes::Bytes;
+use keyspace::args;
+use resp::Frame;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a waiting WAIT looks at its group's progress again.
+const WAIT_POLL: Duration = Duration::from_millis(5);
+
+/// The replicas whose roles this node answers for.
+fn hosted(shared: &Shared) -> Vec<Arc<Replica>> {
+    match (&shared.cluster, &shared.replica) {
+        (Some(node), _) => node.local_shards(),
+        (None, Some(replica)) => vec![replica.clone()],
+        (None, None) => Vec::new(),
+    }
+}
+
+fn bulk(text: impl Into<String>) -> Frame {
+    Frame::Bulk(Bytes::from(text.into()))
+}
+
+fn leads(replica: &Replica) -> bool {
+    replica.group.metrics().current_leader == Some(replica.node_id)
+}
+
+/// The client address of `member` of `replica`'s group, split in host and port.
+fn address(replica: &Replica, member: u64) -> Option<(String, u16)> {
+    let metrics = replica.group.metrics();
+    let from_membership = metrics
+        .membership_config
+        .membership()
+        .get_node(&member)
+        .map(|node| node.resp.clone());
+    let resp =
+        from_membership.or_else(|| replica.members.get(&member).map(|node| node.resp.clone()))?;
+    let (host, port) = resp.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
+}
+
+/// The log index each other member of a group this replica leads is known
+/// to hold.
+fn matched(replica: &Replica) -> BTreeMap<u64, u64> {
+    let metrics = replica.group.metrics();
+    let Some(replication) = metrics.replication.as_ref() else {
+        return BTreeMap::new();
+    };
+    replication
+        .iter()
+        .filter(|(member, _)| **member != replica.node_id)
+        .map(|(member, log_id)| (*member, log_id.as_ref().map_or(0, |id| id.index)))
+        .collect()
+}
+
+pub fn role(shared: &Shared) -> Frame {
+    let replicas = hosted(shared);
+    let led: Vec<&Arc<Replica>> = replicas.iter().filter(|replica| leads(replica)).collect();
+    if replicas.is_empty() || !led.is_empty() {
+        let mut offset = 0;
+        // Per member node: its address and the lowest index it holds of the
+        // groups this node leads.
+        let mut followers: BTreeMap<u64, (String, u16, u64)> = BTreeMap::new();
+        for replica in &led {
+            let metrics = replica.group.metrics();
+            offset = offset.max(metrics.last_applied.map_or(0, |id| id.index));
+            for (member, index) in matched(replica) {
+                let Some((host, port)) = address(replica, member) else {
+                    continue;
+                };
+                followers
+                    .entry(member)
+                    .and_modify(|known| known.2 = known.2.min(index))
+                    .or_insert((host, port, index));
+            }
+        }
+        return Frame::Array(vec![
+            bulk("master"),
+            Frame::Integer(offset as i64),
+            Frame::Array(
+                followers
+                    .into_values()
+                    .map(|(host, port, index)| {
+                        Frame::Array(vec![
+                            bulk(host),
+                            bulk(port.to_string()),
+                            bulk(index.to_string()),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ]);
+    }
+    let first = &replicas[0];
+    let metrics = first.group.metrics();
+    let applied = metrics.last_applied.map_or(0, |id| id.index);
+    let leader = metrics
+        .current_leader
+        .and_then(|leader| address(first, leader));
+    let (host, port, state) = match leader {
+        Some((host, port)) => (host, i64::from(port), "connected"),
+        None => (String::from("?"), -1, "connecting"),
+    };
+    Frame::Array(vec![
+        bulk("slave"),
+        bulk(host),
+        Frame::Integer(port),
+        bulk(state),
+        Frame::Integer(applied as i64),
+    ])
+}
+
+/// WAIT's and WAITAOF's arguments: a count (negative means 0) and a timeout
+/// in milliseconds (0 waits forever).
+fn count_argument(argument: &[u8]) -> Result<u64, Frame> {
+    Ok(args::parse_i64(argument)?.max(0) as u64)
+}
+
+fn timeout_argument(argument: &[u8]) -> Result<Option<Duration>, Frame> {
+    match args::parse_i64(argument) {
+        Ok(0) => Ok(None),
+        Ok(milliseconds) if milliseconds > 0 => {
+            Ok(Some(Duration::from_millis(milliseconds as u64)))
+        }
+        Ok(_) => Err(Frame::error("ERR timeout is negative")),
+        Err(_) => Err(Frame::error(
+            "ERR timeout is not an integer or out of range",
+        )),
+    }
+}
+
+/// The replicas of the groups this node leads that hold everything applied
+/// so far (the writes of any client that was answered); None when it leads
+/// no group.
+fn caught_up(shared: &Shared) -> Option<u64> {
+    let led: Vec<Arc<Replica>> = hosted(shared)
+        .into_iter()
+        .filter(|replica| leads(replica))
+        .collect();
+    if led.is_empty() {
+        return None;
+    }
+    let mut fewest = u64::MAX;
+    for replica in &led {
+        let applied = replica
+            .group
+            .metrics()
+            .last_applied
+            .map_or(0, |id| id.index);
+        let holding = matched(replica)
+            .values()
+            .filter(|&&index| index >= applied)
+            .count() as u64;
+        fewest = fewest.min(holding);
+    }
+    Some(fewest)
+}
+
+/// Whether this node's Raft log is fsynced before writes are acknowledged.
+fn fsyncs(shared: &Shared) -> bool {
+    shared.config().get("raft-fsync") != Some("no")
+}
+
+/// WAIT numreplicas timeout / WAITAOF numlocal numreplicas timeout, on a node
+/// that hosts Raft groups (None on a standalone node, see [`standalone_wait`]).
+pub async fn wait(shared: &Shared, name: &str, arguments: &[Bytes]) -> Option<Frame> {
+    if shared.replica.is_none() && shared.cluster.is_none() {
+        return None;
+    }
+    let aof = name == "waitaof";
+    let parsed = (|| {
+        let local = if aof {
+            count_argument(&arguments[1])?
+        } else {
+            0
+        };
+        let wanted = count_argument(&arguments[arguments.len() - 2])?;
+        let timeout = timeout_argument(&arguments[arguments.len() - 1])?;
+        Ok::<_, Frame>((local, wanted, timeout))
+    })();
+    let (local, wanted, timeout) = match parsed {
+        Ok(parsed) => parsed,
+        Err(error) => return Some(error),
+    };
+    let local_synced = u64::from(fsyncs(shared));
+    if aof && local > 0 && local_synced == 0 {
+        return Some(Frame::error(
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        ));
+    }
+    let Some(mut holding) = caught_up(shared) else {
+        // A replica that leads nothing: as on a Redis replica.
+        return Some(Frame::error(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        ));
+    };
+    let deadline = timeout.map(|timeout| tokio::time::Instant::now() + timeout);
+    while holding < wanted {
+        if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
+            break;
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+        holding = caught_up(shared).unwrap_or(0);
+    }
+    Some(if aof {
+        Frame::Array(vec![
+            Frame::Integer(local_synced as i64),
+            Frame::Integer(holding as i64),
+        ])
+    } else {
+        Frame::Integer(holding as i64)
+    })
+}
+
+/// A standalone node has no replicas: WAIT answers 0 (after its timeout when
+/// it asks for more, as Redis without replicas does: `Err` carries the wait),
+/// WAITAOF refuses a local count, as Redis without an AOF does.
+pub fn standalone_wait(
+    name: &str,
+    arguments: &[Bytes],
+) -> Result<Frame, (Option<Duration>, Frame)> {
+    let aof = name == "waitaof";
+    let parsed = (|| {
+        let local = if aof {
+            count_argument(&arguments[1])?
+        } else {
+            0
+        };
+        let wanted = count_argument(&arguments[arguments.len() - 2])?;
+        let timeout = timeout_argument(&arguments[arguments.len() - 1])?;
+        Ok::<_, Frame>((local, wanted, timeout))
+    })();
+    let (local, wanted, timeout) = match parsed {
+        Ok(parsed) => parsed,
+        Err(error) => return Ok(error),
+    };
+    if aof && local > 0 {
+        return Ok(Frame::error(
+            "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+        ));
+    }
+    let reply = if aof {
+        Frame::Array(vec![Frame::Integer(0), Frame::Integer(0)])
+    } else {
+        Frame::Integer(0)
+    };
+    if wanted == 0 {
+        Ok(reply)
+    } else {
+        Err((timeout, reply))
+    }
+}

@@ -1,0 +1,161 @@
+//! ROLE, WAIT and WAITAOF on a replicated shard, and what its members record
+//! about the commands they run (SLOWLOG, INFO commandstats).
+
+use slotraft_tests::support::group::Group;
+use std::time::{Duration, Instant};
+
+#[test]
+fn role_names_the_leader_as_master_and_followers_as_its_replicas() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    for value in 0..20 {
+        let () = redis::cmd("SET")
+            .arg("k")
+            .arg(value)
+            .query(&mut connection)
+            .unwrap();
+    }
+    // Every follower holds every write once WAIT 2 returns.
+    let holding: i64 = redis::cmd("WAIT")
+        .arg(2)
+        .arg(5000)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(holding, 2);
+    let role: redis::Value = redis::cmd("ROLE").query(&mut connection).unwrap();
+    let redis::Value::Array(parts) = role else {
+        panic!("ROLE is an array: {role:?}")
+    };
+    assert_eq!(parts[0], redis::Value::BulkString(b"master".to_vec()));
+    let redis::Value::Int(offset) = parts[1] else {
+        panic!("offset: {parts:?}")
+    };
+    let redis::Value::Array(replicas) = &parts[2] else {
+        panic!("replicas: {parts:?}")
+    };
+    assert_eq!(replicas.len(), 2, "{replicas:?}");
+    let mut ports = Vec::new();
+    for replica in replicas {
+        let redis::Value::Array(fields) = replica else {
+            panic!("{replica:?}")
+        };
+        let text = |value: &redis::Value| match value {
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            other => panic!("a bulk string: {other:?}"),
+        };
+        assert_eq!(text(&fields[0]), "127.0.0.1");
+        ports.push(text(&fields[1]).parse::<u16>().unwrap());
+        let held: i64 = text(&fields[2]).parse().unwrap();
+        assert!(
+            held >= offset,
+            "a follower past WAIT holds the leader's applied index"
+        );
+    }
+    ports.sort();
+    let mut expected: Vec<u16> = (0..3)
+        .filter(|index| *index != leader)
+        .map(|index| group.members[index].port)
+        .collect();
+    expected.sort();
+    assert_eq!(ports, expected);
+    // A follower is a replica of the leader.
+    let follower = (0..3).find(|index| *index != leader).unwrap();
+    let mut on_follower = group.client(follower);
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut on_follower).unwrap();
+    assert_eq!(role[0], redis::Value::BulkString(b"slave".to_vec()));
+    assert_eq!(role[1], redis::Value::BulkString(b"127.0.0.1".to_vec()));
+    assert_eq!(
+        role[2],
+        redis::Value::Int(i64::from(group.members[leader].port))
+    );
+    assert_eq!(role[3], redis::Value::BulkString(b"connected".to_vec()));
+    let error = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10)
+        .query::<i64>(&mut on_follower)
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("WAIT cannot be used with replica instances"),
+        "{error}"
+    );
+}
+
+#[test]
+fn wait_for_more_replicas_than_exist_times_out_with_the_count() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut connection)
+        .unwrap();
+    let started = Instant::now();
+    let holding: i64 = redis::cmd("WAIT")
+        .arg(5)
+        .arg(200)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(holding, 2);
+    assert!(started.elapsed() >= Duration::from_millis(190));
+    let both: Vec<i64> = redis::cmd("WAITAOF")
+        .arg(1)
+        .arg(2)
+        .arg(5000)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(both, [1, 2]);
+    // Zero wanted: at once.
+    let now: i64 = redis::cmd("WAIT")
+        .arg(0)
+        .arg(0)
+        .query(&mut connection)
+        .unwrap();
+    assert!(now >= 1, "a majority holds every acknowledged write: {now}");
+}
+
+#[test]
+fn a_write_is_timed_from_proposal_to_reply() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .query(&mut connection)
+        .unwrap();
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut connection)
+        .unwrap();
+    let value: String = redis::cmd("GET").arg("k").query(&mut connection).unwrap();
+    assert_eq!(value, "v");
+    let entries: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(&mut connection)
+        .unwrap();
+    let set = entries
+        .iter()
+        .find(|entry| entry.3 == ["SET", "k", "v"])
+        .expect("the write is in the slow log");
+    assert!(
+        set.2 > 0,
+        "a replicated write takes its commit round: {set:?}"
+    );
+    assert!(entries.iter().any(|entry| entry.3 == ["GET", "k"]));
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut connection)
+        .unwrap();
+    let line = info
+        .lines()
+        .find(|line| line.starts_with("cmdstat_set:"))
+        .expect("cmdstat_set");
+    assert!(line.starts_with("cmdstat_set:calls=1,"), "{line}");
+}
