@@ -345,3 +345,43 @@ fn a_node_without_replicas_is_a_master_and_waits_for_none() {
     client.roundtrip(&["CLIENT", "UNBLOCK", &id.to_string()], ":1\r\n");
     assert_eq!(waiting.read_frame(), Frame::Integer(0));
 }
+
+#[test]
+fn memory_commands_answer_in_redis_shapes() {
+    let server = Server::start(&[]);
+    let mut client = server.connect();
+    client.roundtrip(&["MEMORY", "USAGE", "missing"], "$-1\r\n");
+    client.roundtrip(&["SET", "short", "v"], "+OK\r\n");
+    client.roundtrip(&["SET", "long", &"x".repeat(5000)], "+OK\r\n");
+    client.command(&[b"MEMORY", b"USAGE", b"short"]);
+    let short = integer(&client.read_frame());
+    client.command(&[b"MEMORY", b"USAGE", b"long", b"SAMPLES", b"0"]);
+    let long = integer(&client.read_frame());
+    assert!(short > 0 && long > short + 4900, "{short} {long}");
+    client.roundtrip(
+        &["MEMORY", "USAGE", "short", "SAMPLES", "-1"],
+        "-ERR syntax error\r\n",
+    );
+    client.roundtrip(
+        &["MEMORY", "USAGE"],
+        "-ERR wrong number of arguments for 'memory|usage' command\r\n",
+    );
+    client.command(&[b"MEMORY", b"STATS"]);
+    let stats = array(client.read_frame());
+    let names: Vec<Frame> = stats.iter().step_by(2).cloned().collect();
+    for name in ["peak.allocated", "total.allocated", "keys.count", "dataset.bytes"] {
+        assert!(names.contains(&Frame::bulk(name)), "{name} in {names:?}");
+    }
+    let keys = stats
+        .iter()
+        .position(|field| *field == Frame::bulk("keys.count"))
+        .unwrap();
+    assert_eq!(stats[keys + 1], Frame::Integer(2));
+    client.roundtrip(&["MEMORY", "PURGE"], "+OK\r\n");
+    client.command(&[b"MEMORY", b"DOCTOR"]);
+    assert!(!client.read_frame().as_bytes().unwrap().is_empty());
+    client.roundtrip(
+        &["MEMORY", "MALLOC-STATS"],
+        "$45\r\nStats not supported for the current allocator\r\n",
+    );
+}

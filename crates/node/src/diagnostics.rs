@@ -1,4 +1,5 @@
-//! SLOWLOG and LATENCY: reading what [`crate::stats`] recorded.
+//! SLOWLOG and LATENCY: reading what [`crate::stats`] recorded; MEMORY's
+//! process-wide subcommands (MEMORY USAGE runs in the keyspace).
 
 use crate::server::Shared;
 use crate::stats::{bucket_upper_us, CommandStat};
@@ -26,7 +27,11 @@ fn verbatim(text: String) -> Frame {
     Frame::Verbatim(Bytes::from(format!("txt:{text}")))
 }
 
-/// SLOWLOG and LATENCY subcommands; None for other commands.
+/// A process using less than this has too little data for MEMORY DOCTOR to
+/// judge.
+const DOCTOR_MIN_BYTES: usize = 5 << 20;
+
+/// SLOWLOG, LATENCY and MEMORY subcommands; None for other commands.
 pub fn execute(shared: &Shared, name: &str, arguments: &[Bytes]) -> Option<Frame> {
     let monitors = &shared.monitors;
     let reply = match name {
@@ -103,9 +108,152 @@ pub fn execute(shared: &Shared, name: &str, arguments: &[Bytes]) -> Option<Frame
             "HELP",
             "    Prints this help.",
         ]),
+        "memory|stats" => memory_stats(shared),
+        "memory|doctor" => verbatim(memory_doctor(shared)),
+        "memory|malloc-stats" => verbatim(String::from(
+            "Stats not supported for the current allocator",
+        )),
+        "memory|purge" => Frame::OK,
+        "memory|help" => lines(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
+            "PURGE",
+            "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+            "HELP",
+            "    Prints this help.",
+        ]),
         _ => return None,
     };
     Some(reply)
+}
+
+/// Keys in every database of every data store this node holds (one per
+/// hosted shard on a cluster node).
+fn key_count(shared: &Shared) -> usize {
+    crate::info::data_stores(shared)
+        .iter()
+        .map(|store| {
+            let state = replication::state_machine::lock_off_worker(store);
+            state
+                .keyspace
+                .dbs()
+                .iter()
+                .map(|db| db.len())
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+/// MEMORY STATS: Redis's fields this process can measure (allocations are
+/// counted by the node's allocator; there is no jemalloc arena to report).
+fn memory_stats(shared: &Shared) -> Frame {
+    let used = crate::alloc::allocated_bytes();
+    let peak = crate::alloc::peak_bytes().max(used);
+    let resident = crate::alloc::resident_bytes();
+    let startup = shared.startup_allocated.min(used);
+    let keys = key_count(shared);
+    let dataset = used - startup;
+    let percent = |part: usize, whole: usize| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 * 100.0 / whole as f64
+        }
+    };
+    let integer = |name: &'static str, value: usize| {
+        (
+            Frame::Bulk(Bytes::from_static(name.as_bytes())),
+            Frame::Integer(value as i64),
+        )
+    };
+    let double = |name: &'static str, value: f64| {
+        (
+            Frame::Bulk(Bytes::from_static(name.as_bytes())),
+            Frame::Double(value),
+        )
+    };
+    Frame::Map(vec![
+        integer("peak.allocated", peak),
+        integer("total.allocated", used),
+        integer("startup.allocated", startup),
+        integer("replication.backlog", 0),
+        integer("clients.slaves", 0),
+        integer("clients.normal", 0),
+        integer("cluster.links", 0),
+        integer("aof.buffer", 0),
+        integer("lua.caches", 0),
+        integer("functions.caches", 0),
+        integer("overhead.total", startup),
+        integer("keys.count", keys),
+        integer("keys.bytes-per-key", dataset.checked_div(keys).unwrap_or(0)),
+        integer("dataset.bytes", dataset),
+        double("dataset.percentage", percent(dataset, used)),
+        double("peak.percentage", percent(used, peak)),
+        integer("allocator.allocated", used),
+        integer("allocator.resident", resident),
+        double(
+            "fragmentation",
+            if used == 0 {
+                0.0
+            } else {
+                resident as f64 / used as f64
+            },
+        ),
+        integer("fragmentation.bytes", resident.saturating_sub(used)),
+    ])
+}
+
+/// MEMORY DOCTOR: what looks wrong in the process's memory, if anything.
+fn memory_doctor(shared: &Shared) -> String {
+    let used = crate::alloc::allocated_bytes();
+    let peak = crate::alloc::peak_bytes().max(used);
+    let resident = crate::alloc::resident_bytes();
+    if used < DOCTOR_MIN_BYTES {
+        return String::from(
+            "This node holds too little data (under 5 MB allocated) for a memory report to mean anything.\n",
+        );
+    }
+    let mut findings = Vec::new();
+    if peak > used.saturating_mul(3) / 2 {
+        findings.push(format!(
+            "The peak allocation ({peak} bytes) is more than 150% of what is allocated now ({used} bytes): \
+             the memory once used may still be held by the process (see fragmentation)."
+        ));
+    }
+    let fragmentation = resident as f64 / used as f64;
+    if fragmentation > 1.4 {
+        findings.push(format!(
+            "The process's resident memory is {fragmentation:.2} times what it has allocated: \
+             freed memory is not returned to the system yet."
+        ));
+    }
+    let maxmemory: usize = shared
+        .config()
+        .get("maxmemory")
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    if maxmemory > 0 && used > maxmemory {
+        findings.push(format!(
+            "Allocated memory ({used} bytes) is over maxmemory ({maxmemory} bytes): writes are refused \
+             or keys evicted by the maxmemory-policy."
+        ));
+    }
+    if findings.is_empty() {
+        return String::from("No memory problem found.\n");
+    }
+    let mut text = String::from("Memory report:\n\n");
+    for finding in findings {
+        let _ = writeln!(text, " * {finding}");
+    }
+    text
 }
 
 /// LATENCY HISTOGRAM: per command that ran, its calls and the cumulative

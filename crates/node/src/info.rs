@@ -413,7 +413,7 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
 /// The keyspaces INFO reports on: the node's own store, or on a cluster node
 /// the shards it leads (as a Redis master reports its slots' keys), or every
 /// shard it hosts when it leads none (as a replica reports what it copies).
-fn data_stores(shared: &Shared) -> Vec<replication::state_machine::SharedState> {
+pub fn data_stores(shared: &Shared) -> Vec<replication::state_machine::SharedState> {
     let Some(node) = &shared.cluster else {
         return vec![shared.store.clone()];
     };

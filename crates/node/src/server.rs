@@ -48,6 +48,9 @@ pub struct Shared {
     pub clients: Clients,
     pub stats: ServerStats,
     pub start_ms: u64,
+    /// Bytes allocated when the node was set up (MEMORY STATS's
+    /// `startup.allocated`).
+    pub startup_allocated: usize,
     pub run_id: String,
     /// DEBUG SET-ACTIVE-EXPIRE.
     pub active_expire_enabled: AtomicBool,
@@ -149,6 +152,7 @@ impl Shared {
             clients: Clients::default(),
             stats: ServerStats::default(),
             start_ms: clock::unix_ms(),
+            startup_allocated: crate::alloc::allocated_bytes(),
             run_id,
             active_expire_enabled: AtomicBool::new(true),
             bound_port: AtomicU64::new(0),

@@ -365,7 +365,10 @@ pub fn execute(
         "wait" | "waitaof" => {
             crate::role::standalone_wait(spec.name, arguments).unwrap_or_else(|(_, reply)| reply)
         }
-        name if name.starts_with("slowlog|") || name.starts_with("latency|") => {
+        name if name.starts_with("slowlog|")
+            || name.starts_with("latency|")
+            || name.starts_with("memory|") =>
+        {
             crate::diagnostics::execute(shared, name, arguments)
                 .unwrap_or_else(|| Frame::error_owned(format!("ERR unknown command '{name}'")))
         }

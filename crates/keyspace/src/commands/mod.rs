@@ -8,6 +8,7 @@ pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
 pub mod lists;
+pub mod memory;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -38,6 +39,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     sort::COMMANDS,
     scripting::COMMANDS,
     server::COMMANDS,
+    memory::COMMANDS,
     cluster::COMMANDS,
 ];
 
