@@ -6,6 +6,7 @@ mod t20_clients;
 mod t30_redis_cli;
 mod t40_server_commands;
 mod t45_diagnostics;
+mod t46_persistence;
 mod t50_differential;
 mod t55_random_differential;
 mod t60_blocking;

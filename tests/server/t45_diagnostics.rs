@@ -369,7 +369,12 @@ fn memory_commands_answer_in_redis_shapes() {
     client.command(&[b"MEMORY", b"STATS"]);
     let stats = array(client.read_frame());
     let names: Vec<Frame> = stats.iter().step_by(2).cloned().collect();
-    for name in ["peak.allocated", "total.allocated", "keys.count", "dataset.bytes"] {
+    for name in [
+        "peak.allocated",
+        "total.allocated",
+        "keys.count",
+        "dataset.bytes",
+    ] {
         assert!(names.contains(&Frame::bulk(name)), "{name} in {names:?}");
     }
     let keys = stats

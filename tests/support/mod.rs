@@ -66,7 +66,12 @@ impl Server {
     /// Starts a standalone node on an ephemeral loopback port with extra
     /// `--name value` options, and waits until it accepts connections.
     pub fn start(options: &[&str]) -> Server {
-        let dir = ScratchDir::new("node");
+        Server::start_in(ScratchDir::new("node"), options)
+    }
+
+    /// Starts a standalone node on `dir` (a restart when an earlier node used
+    /// it).
+    pub fn start_in(dir: ScratchDir, options: &[&str]) -> Server {
         let mut child = Command::new(binary())
             .args(["node", "--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(&dir.0)
@@ -127,6 +132,14 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Ends the process (SIGKILL if it still runs) and keeps its directory,
+    /// for a restart with [`Server::start_in`].
+    pub fn into_dir(mut self) -> ScratchDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.dir, ScratchDir(PathBuf::new()))
     }
 }
 

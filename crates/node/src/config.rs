@@ -118,7 +118,9 @@ const PARAMETERS: &[Parameter] = &[
     param("lfu-decay-time", int(0, INT_MAX), "1"),
     param("active-expire-effort", int(1, 10), "1"),
     param("save", Kind::Text, "3600 1 300 100 60 10000"),
-    param("appendonly", Kind::Bool, "no"),
+    // `yes` runs a standalone node as a group of one: every write is in its
+    // Raft log before it is acknowledged. Chosen at start-up.
+    fixed("appendonly", Kind::Bool, "no"),
     param(
         "appendfsync",
         Kind::Enum(&["always", "everysec", "no"]),

@@ -208,15 +208,46 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
         }
         "persistence" => {
             let dirty = shared.store().keyspace.stats.dirty;
+            // A standalone node's snapshot file; a replica's data is in its
+            // Raft log (Redis's AOF in this role) and snapshots.
+            let saved = shared
+                .persistence
+                .get()
+                .map(|persistence| persistence.state());
             out.push_str("# Persistence\r\n");
             line(&mut out, "loading", &0);
             line(&mut out, "async_loading", &0);
             line(&mut out, "current_cow_peak", &0);
-            line(&mut out, "rdb_changes_since_last_save", &dirty);
-            line(&mut out, "rdb_bgsave_in_progress", &0);
-            line(&mut out, "rdb_last_save_time", &(shared.start_ms / 1000));
-            line(&mut out, "rdb_last_bgsave_status", &"ok");
-            line(&mut out, "aof_enabled", &0);
+            line(
+                &mut out,
+                "rdb_changes_since_last_save",
+                &dirty.saturating_sub(saved.map_or(0, |state| state.dirty_at_save)),
+            );
+            line(
+                &mut out,
+                "rdb_bgsave_in_progress",
+                &u8::from(saved.is_some_and(|state| state.in_progress)),
+            );
+            let last_save_ms = match saved {
+                Some(state) => state.last_save_ms,
+                None => shared.last_raft_save_ms.load(Ordering::Relaxed),
+            };
+            line(&mut out, "rdb_last_save_time", &(last_save_ms / 1000));
+            line(
+                &mut out,
+                "rdb_last_bgsave_status",
+                &if saved.is_none_or(|state| state.last_ok) {
+                    "ok"
+                } else {
+                    "err"
+                },
+            );
+            line(&mut out, "rdb_saves", &saved.map_or(0, |state| state.saves));
+            line(
+                &mut out,
+                "aof_enabled",
+                &u8::from(shared.replica.is_some() || shared.cluster.is_some()),
+            );
             line(&mut out, "aof_rewrite_in_progress", &0);
             line(&mut out, "aof_last_write_status", &"ok");
         }

@@ -17,6 +17,7 @@ pub mod diagnostics;
 pub mod evict;
 pub mod info;
 pub mod local;
+pub mod persist;
 pub mod pubsub;
 pub mod replica;
 pub mod replicated;

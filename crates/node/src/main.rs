@@ -6,7 +6,8 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use config::Config;
 use node::{
-    admin, alloc, clock, cluster_node, config, dev, local, replica, resp_client, router, server,
+    admin, alloc, clock, cluster_node, config, dev, local, persist, replica, resp_client, router,
+    server,
 };
 use std::io::Read;
 use std::sync::Arc;
@@ -367,14 +368,49 @@ fn run_node(config: Config) -> anyhow::Result<()> {
                 let _ = stop.send(true);
             });
             shared
-        } else if config.group_members().is_empty() {
-            server::Shared::new(config, random_seed())
+        } else if config.group_members().is_empty() && config.get("appendonly") != Some("yes") {
+            let dir = std::path::PathBuf::from(config.dir());
+            let shared = server::Shared::new(config, random_seed());
+            persist::restore(&shared, &dir)?;
+            tokio::spawn(persist::run_save_points(shared.clone()));
+            shared
         } else {
-            let raft_address = format!("{}:{}", config.bind(), config.raft_port());
+            let mut config = config;
+            let single = config.group_members().is_empty();
+            let raft_address = if single {
+                // `--appendonly yes`: a group of this node alone, whose Raft
+                // port nobody dials (loopback, any free port).
+                String::from("127.0.0.1:0")
+            } else {
+                format!("{}:{}", config.bind(), config.raft_port())
+            };
             let raft_listener = tokio::net::TcpListener::bind(&raft_address)
                 .await
                 .with_context(|| format!("binding {raft_address}"))?;
             tracing::info!(raft = %raft_listener.local_addr()?, "raft listener bound");
+            if single {
+                let host = if bound.ip().is_unspecified() {
+                    String::from("127.0.0.1")
+                } else {
+                    bound.ip().to_string()
+                };
+                let members = format!(
+                    "1={host}:{}@{}",
+                    bound.port(),
+                    raft_listener.local_addr()?.port()
+                );
+                config
+                    .set_startup("group-members", &members)
+                    .map_err(anyhow::Error::msg)?;
+                config
+                    .set_startup("node-id", "1")
+                    .map_err(anyhow::Error::msg)?;
+                if config.get("appendfsync") == Some("no") {
+                    config
+                        .set_startup("raft-fsync", "no")
+                        .map_err(anyhow::Error::msg)?;
+                }
+            }
             let (stop, stopped) = tokio::sync::watch::channel(false);
             let replica = replica::start(
                 &config,
@@ -384,6 +420,17 @@ fn run_node(config: Config) -> anyhow::Result<()> {
                 random_seed(),
             )
             .await?;
+            if single {
+                // Alone in its group: it leads as soon as it has replayed its
+                // log and elected itself; clients wait for that.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while replica.group.metrics().current_leader != Some(1) {
+                    if std::time::Instant::now() >= deadline {
+                        bail!("this node did not come to lead its own group within 60 s");
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
             let shared = server::Shared::replicated(config, random_seed(), replica);
             let mut shutdown = shared.shutdown_requested();
             tokio::spawn(async move {
@@ -397,7 +444,14 @@ fn run_node(config: Config) -> anyhow::Result<()> {
         let signals = install_signal_handlers();
         tracing::info!(%bound, "slotraft node ready to accept connections");
         tokio::spawn(watch_signals(shared.clone(), signals));
-        server::run(shared, listener).await?;
+        server::run(shared.clone(), listener).await?;
+        if shared.persistence.get().is_some() && persist::saves_on_shutdown(&shared) {
+            let saved = tokio::task::block_in_place(|| persist::save(&shared));
+            match saved {
+                Ok(()) => tracing::info!("data saved before stopping"),
+                Err(error) => tracing::error!(%error, "saving before stopping failed"),
+            }
+        }
         tracing::info!("slotraft node stopped");
         Ok(())
     })

@@ -228,6 +228,11 @@ async fn run(
             }
             match spec.handler {
                 Handler::Node | Handler::Container => {
+                    if spec.name == "save" {
+                        let reply = crate::role::raft_save(shared).await;
+                        session.reply(output, &reply);
+                        continue;
+                    }
                     if matches!(spec.name, "wait" | "waitaof") {
                         if let Some(reply) = crate::role::wait(shared, spec.name, &arguments).await
                         {

@@ -268,3 +268,127 @@ pub fn standalone_wait(
         Err((timeout, reply))
     }
 }
+
+/// How long SAVE waits for the snapshots of a node's groups.
+const SAVE_LIMIT: Duration = Duration::from_secs(60);
+
+/// SAVE, BGSAVE, LASTSAVE and BGREWRITEAOF where they need no waiting: a
+/// standalone node's snapshot file (see `persist`), a replica's Raft
+/// snapshots (SAVE on a replica is [`raft_save`]).
+pub fn persistence(shared: &Shared, name: &str, arguments: &[Bytes]) -> Frame {
+    let on_raft = shared.persistence.get().is_none();
+    match name {
+        "lastsave" => {
+            let last_ms = match shared.persistence.get() {
+                Some(persistence) => persistence.state().last_save_ms,
+                None => shared
+                    .last_raft_save_ms
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            };
+            Frame::Integer((last_ms / 1000) as i64)
+        }
+        "save" if on_raft => {
+            // Reached only inside a transaction (the connection runs SAVE
+            // itself otherwise): start the snapshots, as BGSAVE would.
+            start_raft_snapshots(shared);
+            Frame::OK
+        }
+        "save" => match tokio::task::block_in_place(|| crate::persist::save(shared)) {
+            Ok(()) => Frame::OK,
+            Err(error) => Frame::error_owned(error),
+        },
+        "bgsave" => {
+            let schedule = match &arguments[1..] {
+                [] => false,
+                [word] if args::is_keyword(word, "schedule") => true,
+                _ => return Frame::error(keyspace::errors::SYNTAX),
+            };
+            if on_raft {
+                start_raft_snapshots(shared);
+                return Frame::simple("Background saving started");
+            }
+            match crate::persist::bgsave(shared) {
+                Ok(()) => Frame::simple("Background saving started"),
+                Err(crate::persist::IN_PROGRESS) if schedule => {
+                    Frame::simple("Background saving scheduled")
+                }
+                Err(error) => Frame::error(error),
+            }
+        }
+        // The log is the append-only file: it is compacted by snapshots.
+        _ => {
+            if on_raft {
+                start_raft_snapshots(shared);
+            }
+            Frame::simple("Background append only file rewriting started")
+        }
+    }
+}
+
+/// Asks every group this node hosts for a snapshot; LASTSAVE moves once they
+/// are all taken.
+fn start_raft_snapshots(shared: &Shared) {
+    let replicas = hosted(shared);
+    let last_save = shared.last_raft_save_ms.clone();
+    tokio::spawn(async move {
+        if snapshot_all(&replicas).await.is_ok() {
+            last_save.store(
+                crate::clock::unix_ms(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+    });
+}
+
+/// Snapshots every group in `replicas` up to what each had applied, and
+/// waits until they are built.
+async fn snapshot_all(replicas: &[Arc<Replica>]) -> Result<(), String> {
+    let mut targets = Vec::new();
+    for replica in replicas {
+        let applied = replica
+            .group
+            .metrics()
+            .last_applied
+            .map_or(0, |id| id.index);
+        if let Err(error) = replica.group.raft.trigger().snapshot().await {
+            return Err(format!(
+                "ERR snapshot of shard {}: {error}",
+                replica.group.id
+            ));
+        }
+        targets.push((replica.clone(), applied));
+    }
+    let deadline = tokio::time::Instant::now() + SAVE_LIMIT;
+    for (replica, applied) in targets {
+        loop {
+            let taken = replica.group.metrics().snapshot.map_or(0, |id| id.index);
+            if taken >= applied {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "ERR snapshot of shard {} not taken within {}s",
+                    replica.group.id,
+                    SAVE_LIMIT.as_secs()
+                ));
+            }
+            tokio::time::sleep(WAIT_POLL * 4).await;
+        }
+    }
+    Ok(())
+}
+
+/// SAVE on a node that hosts Raft groups: a snapshot of each, taken before
+/// the reply.
+pub async fn raft_save(shared: &Shared) -> Frame {
+    match snapshot_all(&hosted(shared)).await {
+        Ok(()) => {
+            shared.last_raft_save_ms.store(
+                crate::clock::unix_ms(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            Frame::OK
+        }
+        Err(error) => Frame::error_owned(error),
+    }
+}

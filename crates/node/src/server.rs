@@ -61,6 +61,13 @@ pub struct Shared {
     pub local: Arc<NodeLocal>,
     /// Command statistics, the slow log and the latency monitor.
     pub monitors: crate::stats::Monitors,
+    /// A standalone node's snapshot file and save state (see `persist`).
+    pub persistence: std::sync::OnceLock<crate::persist::Persistence>,
+    /// When a replica's groups were last all snapshotted by SAVE or BGSAVE
+    /// (Unix ms; the start before that): its LASTSAVE.
+    pub last_raft_save_ms: Arc<AtomicU64>,
+    /// What SHUTDOWN said about saving: 0 nothing, 1 NOSAVE, 2 SAVE.
+    shutdown_save: std::sync::atomic::AtomicU8,
     shutdown: watch::Sender<bool>,
 }
 
@@ -158,6 +165,9 @@ impl Shared {
             bound_port: AtomicU64::new(0),
             local,
             monitors,
+            persistence: std::sync::OnceLock::new(),
+            last_raft_save_ms: Arc::new(AtomicU64::new(clock::unix_ms())),
+            shutdown_save: std::sync::atomic::AtomicU8::new(0),
             shutdown,
         })
     }
@@ -186,6 +196,20 @@ impl Shared {
     /// Asks the server to stop (SHUTDOWN, signals).
     pub fn request_shutdown(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    /// SHUTDOWN SAVE (`Some(true)`) or NOSAVE (`Some(false)`).
+    pub fn set_shutdown_save(&self, save: bool) {
+        self.shutdown_save
+            .store(if save { 2 } else { 1 }, Ordering::Relaxed);
+    }
+
+    pub fn shutdown_save(&self) -> Option<bool> {
+        match self.shutdown_save.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
     }
 
     pub fn shutdown_requested(&self) -> watch::Receiver<bool> {

@@ -360,6 +360,9 @@ pub fn execute(
         ]),
         name if name.starts_with("client|") => return client(shared, session, spec, arguments),
         "role" => crate::role::role(shared),
+        "save" | "bgsave" | "lastsave" | "bgrewriteaof" => {
+            crate::role::persistence(shared, spec.name, arguments)
+        }
         // Blocking waits are the connection's (see `connection::block_keyless`);
         // here, inside a transaction, WAIT answers at once.
         "wait" | "waitaof" => {
@@ -647,6 +650,17 @@ fn shutdown(shared: &Shared, arguments: &[Bytes]) -> (Option<Frame>, Flow) {
                 Flow::Continue,
             );
         }
+    }
+    if arguments[1..]
+        .iter()
+        .any(|argument| is_keyword(argument, "NOSAVE"))
+    {
+        shared.set_shutdown_save(false);
+    } else if arguments[1..]
+        .iter()
+        .any(|argument| is_keyword(argument, "SAVE"))
+    {
+        shared.set_shutdown_save(true);
     }
     tracing::info!("shutdown requested by a client");
     shared.request_shutdown();

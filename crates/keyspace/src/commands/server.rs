@@ -617,6 +617,34 @@ pub const COMMANDS: &[CommandSpec] = &[
             "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.",
         )
     },
+    admin(
+        "save",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
+        "Synchronously saves the database(s) to disk.",
+    ),
+    admin(
+        "bgsave",
+        -1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        "Asynchronously saves the database(s) to disk.",
+    ),
+    admin(
+        "bgrewriteaof",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        "Asynchronously rewrites the append-only file to disk.",
+    ),
+    CommandSpec {
+        categories: &["admin", "fast", "dangerous"],
+        tips: &["nondeterministic_output"],
+        ..node(
+            "lastsave",
+            1,
+            LOADING | STALE | FAST,
+            "Returns the Unix timestamp of the last successful save to disk.",
+        )
+    },
     container(
         "slowlog",
         SLOWLOG_SUBCOMMANDS,
