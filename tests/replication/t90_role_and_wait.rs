@@ -159,3 +159,53 @@ fn a_write_is_timed_from_proposal_to_reply() {
         .expect("cmdstat_set");
     assert!(line.starts_with("cmdstat_set:calls=1,"), "{line}");
 }
+
+#[test]
+fn save_takes_a_snapshot_of_the_group_and_moves_lastsave() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    for value in 0..30 {
+        let () = redis::cmd("SET")
+            .arg(format!("k{value}"))
+            .arg(value)
+            .query(&mut connection)
+            .unwrap();
+    }
+    let applied: u64 = group
+        .info_field(leader, "raft_last_applied")
+        .and_then(|value| value.parse().ok())
+        .unwrap();
+    let () = redis::cmd("SAVE").query(&mut connection).unwrap();
+    let snapshot: u64 = group
+        .info_field(leader, "raft_snapshot_index")
+        .and_then(|value| value.parse().ok())
+        .unwrap();
+    assert!(
+        snapshot >= applied,
+        "snapshot {snapshot}, applied {applied}"
+    );
+    let lastsave: i64 = redis::cmd("LASTSAVE").query(&mut connection).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!((now - lastsave).abs() <= 2, "{lastsave} vs {now}");
+    // A follower snapshots its own copy.
+    let follower = (0..3).find(|index| *index != leader).unwrap();
+    let mut on_follower = group.client(follower);
+    let started: String = redis::cmd("BGSAVE").query(&mut on_follower).unwrap();
+    assert_eq!(started, "Background saving started");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let taken: u64 = group
+            .info_field(follower, "raft_snapshot_index")
+            .and_then(|value| value.parse().ok())
+            .unwrap();
+        if taken >= applied {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the follower's snapshot");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
