@@ -209,3 +209,35 @@ fn save_takes_a_snapshot_of_the_group_and_moves_lastsave() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn failover_hands_leadership_to_a_follower() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut connection)
+        .unwrap();
+    let follower = (0..3).find(|index| *index != leader).unwrap();
+    let mut on_follower = group.client(follower);
+    let refused = redis::cmd("FAILOVER")
+        .query::<()>(&mut on_follower)
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("FAILOVER is not valid when server is a replica"),
+        "{refused}"
+    );
+    let () = redis::cmd("FAILOVER")
+        .arg("TO")
+        .arg("127.0.0.1")
+        .arg(group.members[follower].port)
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(group.wait_leader(Duration::from_secs(10)), follower);
+    let value: String = redis::cmd("GET").arg("k").query(&mut on_follower).unwrap();
+    assert_eq!(value, "v");
+}

@@ -7,6 +7,7 @@ mod t30_redis_cli;
 mod t40_server_commands;
 mod t45_diagnostics;
 mod t46_persistence;
+mod t47_acl_and_admin;
 mod t50_differential;
 mod t55_random_differential;
 mod t60_blocking;

@@ -235,6 +235,31 @@ pub struct CommandSpec {
 /// key-spec flags.
 pub type KeyFinder = fn(&[Bytes]) -> Vec<(usize, u32)>;
 
+/// Redis's ACL categories, in its order.
+pub const ACL_CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
 impl CommandSpec {
     /// Defaults for struct-update syntax in the table.
     pub const DEFAULT: CommandSpec = CommandSpec {
@@ -265,6 +290,38 @@ impl CommandSpec {
 
     pub fn has(&self, flag: u64) -> bool {
         self.flags & flag != 0
+    }
+
+    /// Its ACL categories, in Redis's order: those the table names and those
+    /// Redis implies from the flags (`write`, `read`, `admin` and `dangerous`,
+    /// `pubsub`, `fast` or else `slow`, `blocking`).
+    pub fn acl_categories(&self) -> Vec<&'static str> {
+        let mut implied: Vec<&'static str> = Vec::new();
+        if self.has(flags::WRITE) {
+            implied.push("write");
+        }
+        if self.has(flags::READONLY) && !self.categories.contains(&"scripting") {
+            implied.push("read");
+        }
+        if self.has(flags::ADMIN) {
+            implied.extend(["admin", "dangerous"]);
+        }
+        if self.has(flags::PUBSUB) {
+            implied.push("pubsub");
+        }
+        implied.push(if self.has(flags::FAST) {
+            "fast"
+        } else {
+            "slow"
+        });
+        if self.has(flags::BLOCKING) {
+            implied.push("blocking");
+        }
+        ACL_CATEGORIES
+            .iter()
+            .copied()
+            .filter(|category| self.categories.contains(category) || implied.contains(category))
+            .collect()
     }
 
     /// Whether the keys cannot be found from fixed positions alone.

@@ -892,6 +892,7 @@ mod tests {
                 Some(array(vec![])),
             ),
             (vec!["ZRANDMEMBER", "gone-zset"], Some(Frame::Null)),
+            (vec!["MEMORY", "USAGE", "gone-zset"], Some(Frame::Null)),
             (
                 vec!["ZSCAN", "gone-zset", "0"],
                 Some(array(vec![bulk("0"), array(vec![])])),

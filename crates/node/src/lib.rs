@@ -2,6 +2,7 @@
 //! the command line and runs it; the simulation runs the same node code on
 //! simulated hosts.
 
+pub mod acl;
 pub mod admin;
 pub mod alloc;
 pub mod blocking;

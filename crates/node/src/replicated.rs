@@ -228,6 +228,11 @@ async fn run(
             }
             match spec.handler {
                 Handler::Node | Handler::Container => {
+                    if spec.name == "failover" {
+                        let reply = crate::role::failover(shared, &arguments).await;
+                        session.reply(output, &reply);
+                        continue;
+                    }
                     if spec.name == "save" {
                         let reply = crate::role::raft_save(shared).await;
                         session.reply(output, &reply);

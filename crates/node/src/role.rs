@@ -392,3 +392,150 @@ pub async fn raft_save(shared: &Shared) -> Frame {
         Err(error) => Frame::error_owned(error),
     }
 }
+
+/// REPLICAOF / SLAVEOF. Roles are decided by Raft groups, so only `NO ONE`
+/// on a node that is already a master is accepted.
+pub fn replicaof(shared: &Shared, arguments: &[Bytes]) -> Frame {
+    if shared.cluster.is_some() {
+        return Frame::error("ERR REPLICAOF not allowed in cluster mode.");
+    }
+    let no_one = args::is_keyword(&arguments[1], "no") && args::is_keyword(&arguments[2], "one");
+    if !no_one && args::parse_i64(&arguments[2]).is_err() {
+        return Frame::error("ERR Invalid master port");
+    }
+    match (&shared.replica, no_one) {
+        (None, true) => Frame::OK,
+        (Some(replica), true) if leads(replica) => Frame::OK,
+        _ => Frame::error(
+            "ERR roles here are decided by Raft: a node replicates as a member of a group (--group-members), not from a Redis master",
+        ),
+    }
+}
+
+const MODULE_REFUSED: &str = "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+
+/// MODULE: no module is loaded, and none can be.
+pub fn module(name: &str) -> Frame {
+    match name {
+        "module|list" => Frame::Array(Vec::new()),
+        "module|help" => Frame::Array(
+            [
+                "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "LIST",
+                "    Return a list of loaded modules.",
+                "LOAD <path> [<arg> ...]",
+                "    Load a module library from <path>, passing to it any optional arguments.",
+                "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+                "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+                "UNLOAD <name>",
+                "    Unload a module.",
+                "HELP",
+                "    Prints this help.",
+            ]
+            .iter()
+            .map(|line| Frame::Simple(Bytes::copy_from_slice(line.as_bytes())))
+            .collect(),
+        ),
+        _ => Frame::error(MODULE_REFUSED),
+    }
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] where it needs no
+/// waiting: refusals. A group's leader hands its leadership over in
+/// [`failover`].
+pub fn failover_refusal(shared: &Shared, arguments: &[Bytes]) -> Option<Frame> {
+    if shared.cluster.is_some() {
+        return Some(Frame::error("ERR FAILOVER not allowed in cluster mode."));
+    }
+    if let Err(error) = failover_options(arguments) {
+        return Some(error);
+    }
+    if arguments[1..]
+        .iter()
+        .any(|word| args::is_keyword(word, "abort"))
+    {
+        return Some(Frame::error("ERR No failover in progress."));
+    }
+    match &shared.replica {
+        None => Some(Frame::error("ERR FAILOVER requires connected replicas.")),
+        Some(replica) if !leads(replica) => Some(Frame::error(
+            "ERR FAILOVER is not valid when server is a replica.",
+        )),
+        Some(_) => None,
+    }
+}
+
+/// FAILOVER's target (host, port) and timeout.
+#[allow(clippy::type_complexity)]
+fn failover_options(
+    arguments: &[Bytes],
+) -> Result<(Option<(String, u16)>, Option<Duration>), Frame> {
+    let mut target = None;
+    let mut timeout = None;
+    let mut index = 1;
+    while index < arguments.len() {
+        let word = &arguments[index];
+        if args::is_keyword(word, "to") && index + 2 < arguments.len() {
+            let host = String::from_utf8_lossy(&arguments[index + 1]).into_owned();
+            let port = args::parse_i64(&arguments[index + 2])
+                .ok()
+                .and_then(|port| u16::try_from(port).ok())
+                .ok_or_else(|| Frame::error("ERR value is not an integer or out of range"))?;
+            target = Some((host, port));
+            index += 3;
+        } else if args::is_keyword(word, "timeout") && index + 1 < arguments.len() {
+            match args::parse_i64(&arguments[index + 1]) {
+                Ok(milliseconds) if milliseconds > 0 => {
+                    timeout = Some(Duration::from_millis(milliseconds as u64))
+                }
+                Ok(_) => return Err(Frame::error("ERR FAILOVER timeout must be greater than 0")),
+                Err(error) => return Err(error),
+            }
+            index += 2;
+        } else if args::is_keyword(word, "force") || args::is_keyword(word, "abort") {
+            index += 1;
+        } else {
+            return Err(Frame::error(keyspace::errors::SYNTAX));
+        }
+    }
+    Ok((target, timeout))
+}
+
+/// FAILOVER on a group's leader: hands leadership to the named member, or to
+/// the one holding most of the log, and answers once it has moved.
+pub async fn failover(shared: &Shared, arguments: &[Bytes]) -> Frame {
+    if let Some(refusal) = failover_refusal(shared, arguments) {
+        return refusal;
+    }
+    let Some(replica) = &shared.replica else {
+        return Frame::error("ERR FAILOVER requires connected replicas.");
+    };
+    let (target, timeout) = match failover_options(arguments) {
+        Ok(options) => options,
+        Err(error) => return error,
+    };
+    let held = matched(replica);
+    let chosen = match target {
+        Some((host, port)) => held.keys().copied().find(|member| {
+            address(replica, *member).is_some_and(|(known_host, known_port)| {
+                known_port == port && (known_host == host || host == "localhost")
+            })
+        }),
+        None => held
+            .iter()
+            .max_by_key(|(member, index)| (**index, std::cmp::Reverse(**member)))
+            .map(|(member, _)| *member),
+    };
+    let Some(chosen) = chosen else {
+        return Frame::error("ERR FAILOVER target HOST and PORT is not a replica.");
+    };
+    replica.group.transfer_leadership(chosen).await;
+    let deadline = tokio::time::Instant::now() + timeout.unwrap_or(Duration::from_secs(10));
+    while tokio::time::Instant::now() < deadline {
+        if replica.group.metrics().current_leader == Some(chosen) {
+            return Frame::OK;
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
+    Frame::error("ERR FAILOVER did not complete before its timeout")
+}

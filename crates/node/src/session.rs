@@ -360,6 +360,16 @@ pub fn execute(
         ]),
         name if name.starts_with("client|") => return client(shared, session, spec, arguments),
         "role" => crate::role::role(shared),
+        "lolwut" => bulk_text(format!("Redis ver. {}\n", crate::info::REDIS_VERSION)),
+        "replicaof" | "slaveof" => crate::role::replicaof(shared, arguments),
+        "failover" => crate::role::failover_refusal(shared, arguments)
+            .unwrap_or_else(|| Frame::error("ERR FAILOVER is answered by the group's leader")),
+        "sync" | "psync" => Frame::error(
+            "ERR this node replicates through Raft groups, not the Redis replication protocol",
+        ),
+        name if name.starts_with("module|") => crate::role::module(name),
+        name if name.starts_with("acl|") => crate::acl::execute(shared, name, arguments)
+            .unwrap_or_else(|| Frame::error_owned(format!("ERR unknown command '{name}'"))),
         "save" | "bgsave" | "lastsave" | "bgrewriteaof" => {
             crate::role::persistence(shared, spec.name, arguments)
         }

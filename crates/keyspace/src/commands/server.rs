@@ -205,6 +205,105 @@ const LATENCY_SUBCOMMANDS: &[CommandSpec] = &[
     help_sub("latency|help"),
 ];
 
+/// ACL subcommands: the admin ones, and those any user may run.
+const fn acl_admin(name: &'static str, arity: i32, summary: &'static str) -> CommandSpec {
+    admin(name, arity, ADMIN | NOSCRIPT | LOADING | STALE, summary)
+}
+
+const fn acl_user(name: &'static str, arity: i32, summary: &'static str) -> CommandSpec {
+    CommandSpec {
+        categories: &["slow"],
+        ..node(name, arity, NOSCRIPT | LOADING | STALE, summary)
+    }
+}
+
+const ACL_SUBCOMMANDS: &[CommandSpec] = &[
+    acl_user(
+        "acl|cat",
+        -2,
+        "Lists the ACL categories, or the commands inside a category.",
+    ),
+    acl_admin(
+        "acl|deluser",
+        -3,
+        "Deletes ACL users, and terminates their connections.",
+    ),
+    acl_admin(
+        "acl|dryrun",
+        -4,
+        "Simulates the execution of a command by a user, without executing the command.",
+    ),
+    acl_user(
+        "acl|genpass",
+        -2,
+        "Generates a pseudorandom, secure password that can be used to identify ACL users.",
+    ),
+    acl_admin("acl|getuser", 3, "Lists the ACL rules of a user."),
+    acl_admin(
+        "acl|list",
+        2,
+        "Dumps the effective rules in ACL file format.",
+    ),
+    acl_admin(
+        "acl|load",
+        2,
+        "Reloads the rules from the configured ACL file.",
+    ),
+    acl_admin(
+        "acl|log",
+        -2,
+        "Lists recent security events generated due to ACL rules.",
+    ),
+    acl_admin(
+        "acl|save",
+        2,
+        "Saves the effective ACL rules in the configured ACL file.",
+    ),
+    acl_admin(
+        "acl|setuser",
+        -3,
+        "Creates and modifies an ACL user and its rules.",
+    ),
+    acl_admin("acl|users", 2, "Lists all ACL users."),
+    acl_user(
+        "acl|whoami",
+        2,
+        "Returns the authenticated username of the current connection.",
+    ),
+    help_sub("acl|help"),
+];
+
+const MODULE_SUBCOMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        tips: &["nondeterministic_output_order"],
+        ..admin(
+            "module|list",
+            2,
+            ADMIN | NOSCRIPT,
+            "Returns all loaded modules.",
+        )
+    },
+    admin(
+        "module|load",
+        -3,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        "Loads a module.",
+    ),
+    admin(
+        "module|loadex",
+        -3,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        "Loads a module using extended parameters.",
+    ),
+    admin(
+        "module|unload",
+        3,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING,
+        "Unloads a module.",
+    ),
+    help_sub("module|help"),
+];
+
 /// slotraft's own cluster plumbing, used by `slotraft cluster` and between
 /// nodes (not part of Redis).
 const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
@@ -552,12 +651,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
         "Closes the connection.",
     ),
-    connection(
-        "monitor",
-        1,
-        ADMIN | NOSCRIPT | LOADING | STALE,
-        "Listens for all requests received by the server in real-time.",
-    ),
+    CommandSpec {
+        categories: &[],
+        ..connection(
+            "monitor",
+            1,
+            ADMIN | NOSCRIPT | LOADING | STALE,
+            "Listens for all requests received by the server in real-time.",
+        )
+    },
     connection(
         "reset",
         1,
@@ -645,6 +747,47 @@ pub const COMMANDS: &[CommandSpec] = &[
             "Returns the Unix timestamp of the last successful save to disk.",
         )
     },
+    container("acl", ACL_SUBCOMMANDS, "A container for Access List Control commands."),
+    container("module", MODULE_SUBCOMMANDS, "A container for module commands."),
+    CommandSpec {
+        categories: &["read", "fast"],
+        ..node(
+            "lolwut",
+            -1,
+            READONLY | FAST,
+            "Displays computer art and the Redis version",
+        )
+    },
+    admin(
+        "replicaof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        "Configures a server as replica of another, or promotes it to a master.",
+    ),
+    admin(
+        "slaveof",
+        3,
+        ADMIN | NOSCRIPT | STALE | NO_ASYNC_LOADING,
+        "Sets a Redis server as a replica of another, or promotes it to being a master.",
+    ),
+    admin(
+        "failover",
+        -1,
+        ADMIN | NOSCRIPT | STALE,
+        "Starts a coordinated failover from a server to one of its replicas.",
+    ),
+    admin(
+        "sync",
+        1,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
+        "An internal command used in replication.",
+    ),
+    admin(
+        "psync",
+        -3,
+        ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
+        "An internal command used in replication.",
+    ),
     container(
         "slowlog",
         SLOWLOG_SUBCOMMANDS,
@@ -669,6 +812,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         group: "cluster",
+        categories: &["connection"],
         ..node(
             "readonly",
             1,
@@ -678,6 +822,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         group: "cluster",
+        categories: &["connection"],
         ..node(
             "readwrite",
             1,
@@ -691,12 +836,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         LOADING | STALE | FAST,
         "Returns the server time.",
     ),
-    node(
-        "info",
-        -1,
-        LOADING | STALE,
-        "Returns information and statistics about the server.",
-    ),
+    CommandSpec {
+        categories: &["dangerous"],
+        ..node(
+            "info",
+            -1,
+            LOADING | STALE,
+            "Returns information and statistics about the server.",
+        )
+    },
     node(
         "debug",
         -2,
@@ -840,7 +988,7 @@ pub fn command_info_frame(spec: &CommandSpec) -> Frame {
         Frame::Integer(last as i64),
         Frame::Integer(step as i64),
         Frame::Set(
-            spec.categories
+            spec.acl_categories()
                 .iter()
                 .map(|category| status(&format!("@{category}")))
                 .collect(),
@@ -1023,7 +1171,7 @@ fn command_list(_: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Frame
                 let category = String::from_utf8_lossy(value).to_ascii_lowercase();
                 all_commands()
                     .flat_map(|spec| std::iter::once(spec).chain(spec.subcommands.iter()))
-                    .filter(|spec| spec.categories.contains(&category.as_str()))
+                    .filter(|spec| spec.acl_categories().contains(&category.as_str()))
                     .map(|spec| bulk(spec.name))
                     .collect()
             } else if args::is_keyword(filter, "MODULE") {
