@@ -466,9 +466,10 @@ fn run_requests(
             }
         }
         let mut requests = batch.drain(..);
+        // One reading per command: a command ends where the next begins.
+        let mut started = clock::ticks();
         while let Some((mut arguments, resolved)) = requests.next() {
             *commands_run += 1;
-            let started_us = clock::unix_micros();
             let spec = resolved.as_ref().ok().copied();
             let flow = execute_request(
                 shared,
@@ -480,19 +481,20 @@ fn run_requests(
                 &mut arguments,
                 resolved,
             );
+            let ended = clock::ticks();
             if let Some(spec) = spec {
-                let duration_us = clock::unix_micros().saturating_sub(started_us);
                 let outcome = session.stats.outcome;
                 shared.monitors.observe(
                     &mut session.stats,
                     spec,
                     &arguments,
                     &session.client,
-                    started_us,
-                    duration_us,
+                    now_ms,
+                    clock::ticks_to_micros(started, ended),
                     outcome,
                 );
             }
+            started = ended;
             if flow == Flow::Close {
                 return Flow::Close;
             }

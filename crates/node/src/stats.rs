@@ -120,7 +120,7 @@ pub enum Outcome {
 struct Pending {
     spec: &'static CommandSpec,
     arguments: Vec<Bytes>,
-    started_us: u64,
+    started_ticks: u64,
     outcome: Outcome,
 }
 
@@ -128,7 +128,6 @@ struct Pending {
 struct Finished {
     spec: &'static CommandSpec,
     arguments: Vec<Bytes>,
-    started_us: u64,
     duration_us: u64,
     outcome: Outcome,
 }
@@ -182,7 +181,7 @@ impl LocalStats {
             self.pending.push_back(Pending {
                 spec,
                 arguments: arguments.to_vec(),
-                started_us: clock::unix_micros(),
+                started_ticks: clock::ticks(),
                 outcome: self.outcome,
             });
         }
@@ -224,11 +223,10 @@ impl LocalStats {
     }
 
     fn finish(&mut self, pending: Pending) {
-        let duration_us = clock::unix_micros().saturating_sub(pending.started_us);
+        let duration_us = clock::ticks_to_micros(pending.started_ticks, clock::ticks());
         self.finished.push(Finished {
             spec: pending.spec,
             arguments: pending.arguments,
-            started_us: pending.started_us,
             duration_us,
             outcome: pending.outcome,
         });
@@ -340,7 +338,7 @@ impl Monitors {
         }
     }
 
-    /// Records one command that started at `started_us` (Unix microseconds)
+    /// Records one command that started at `started_ms` (Unix milliseconds)
     /// and took `duration_us`.
     #[allow(clippy::too_many_arguments)]
     pub fn observe(
@@ -349,7 +347,7 @@ impl Monitors {
         spec: &'static CommandSpec,
         arguments: &[Bytes],
         client: &ClientInfo,
-        started_us: u64,
+        started_ms: u64,
         duration_us: u64,
         outcome: Outcome,
     ) {
@@ -364,7 +362,7 @@ impl Monitors {
         local.entry(spec.name).add_call(duration_us, failed);
         let slower_than = self.slower_than_us.load(Ordering::Relaxed);
         if slower_than >= 0 && duration_us >= slower_than as u64 && !spec.has(flags::SKIP_SLOWLOG) {
-            self.log_slow(arguments, client, started_us, duration_us);
+            self.log_slow(arguments, client, started_ms, duration_us);
         }
         let threshold = self.latency_threshold_ms.load(Ordering::Relaxed);
         if threshold > 0 && duration_us / 1000 >= threshold {
@@ -373,7 +371,7 @@ impl Monitors {
             } else {
                 "command"
             };
-            self.add_latency_sample(event, started_us / 1_000_000, duration_us / 1000);
+            self.add_latency_sample(event, started_ms / 1000, duration_us / 1000);
         }
     }
 
@@ -381,7 +379,7 @@ impl Monitors {
         &self,
         arguments: &[Bytes],
         client: &ClientInfo,
-        started_us: u64,
+        started_ms: u64,
         duration_us: u64,
     ) {
         let max_len = self.slowlog_max_len.load(Ordering::Relaxed);
@@ -427,7 +425,7 @@ impl Monitors {
         logs.next_slow_id += 1;
         logs.slow.push_front(SlowEntry {
             id,
-            started_s: started_us / 1_000_000,
+            started_s: started_ms / 1000,
             duration_us,
             arguments: logged,
             peer: client.peer.to_string(),
@@ -455,13 +453,20 @@ impl Monitors {
 
     /// Folds a connection's counts into the shared tables.
     pub fn flush(&self, local: &mut LocalStats, client: &ClientInfo) {
+        // Commands timed by their replies ended just now: one clock reading
+        // dates them all (the slow log and latency samples keep seconds).
+        let now_ms = if local.finished.is_empty() {
+            0
+        } else {
+            clock::unix_ms()
+        };
         for done in std::mem::take(&mut local.finished) {
             self.observe(
                 local,
                 done.spec,
                 &done.arguments,
                 client,
-                done.started_us,
+                now_ms.saturating_sub(done.duration_us / 1000),
                 done.duration_us,
                 done.outcome,
             );
