@@ -84,6 +84,25 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 }
 
+/// Bytes held by copies of a keyspace being saved (a standalone node's
+/// BGSAVE): Redis's fork shares those pages, so, as there, they do not count
+/// against `maxmemory`.
+static SAVE_COPY_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts `bytes` of a save's copy (until [`release_save_copy`]).
+pub fn hold_save_copy(bytes: usize) {
+    SAVE_COPY_BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
+pub fn release_save_copy(bytes: usize) {
+    SAVE_COPY_BYTES.fetch_sub(bytes, Ordering::Relaxed);
+}
+
+/// Allocated bytes that count against `maxmemory`: all but save copies.
+pub fn counted_bytes() -> usize {
+    allocated_bytes().saturating_sub(SAVE_COPY_BYTES.load(Ordering::Relaxed))
+}
+
 /// Bytes currently allocated.
 pub fn allocated_bytes() -> usize {
     let total: isize = SHARDS

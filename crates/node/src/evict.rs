@@ -51,7 +51,7 @@ pub fn limit_from(config: &crate::config::Config) -> Option<Limit> {
 }
 
 fn over(limit: &Limit) -> bool {
-    alloc::allocated_bytes() > limit.max_bytes
+    alloc::counted_bytes() > limit.max_bytes
 }
 
 /// A replica's memory as compared with the limit: the process's, less what

@@ -122,10 +122,28 @@ fn write(dir: &Path, keyspace: &Keyspace) -> std::io::Result<()> {
     result
 }
 
+/// A copy of the keyspace being saved; its bytes do not count against
+/// `maxmemory` while it lives (see `alloc::hold_save_copy`).
+struct Copy {
+    keyspace: Keyspace,
+    bytes: usize,
+}
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        crate::alloc::release_save_copy(self.bytes);
+    }
+}
+
 /// The keyspace as it is now, and its change counter.
-fn copy(shared: &Shared) -> (Keyspace, u64) {
+fn copy(shared: &Shared) -> (Copy, u64) {
     let store = shared.store();
-    (store.keyspace.clone(), store.keyspace.stats.dirty)
+    let before = crate::alloc::allocated_bytes();
+    let keyspace = store.keyspace.clone();
+    let bytes = crate::alloc::allocated_bytes().saturating_sub(before);
+    crate::alloc::hold_save_copy(bytes);
+    let dirty = store.keyspace.stats.dirty;
+    (Copy { keyspace, bytes }, dirty)
 }
 
 fn finish(state: &Mutex<SaveState>, dirty: u64, result: &std::io::Result<()>) {
@@ -152,8 +170,9 @@ pub fn save(shared: &Shared) -> Result<(), String> {
         }
         state.in_progress = true;
     }
-    let (keyspace, dirty) = copy(shared);
-    let result = write(&persistence.dir, &keyspace);
+    let (copied, dirty) = copy(shared);
+    let result = write(&persistence.dir, &copied.keyspace);
+    drop(copied);
     finish(&persistence.state, dirty, &result);
     result.map_err(|error| {
         tracing::warn!(%error, "save failed");
@@ -173,11 +192,12 @@ pub fn bgsave(shared: &Shared) -> Result<(), &'static str> {
         }
         state.in_progress = true;
     }
-    let (keyspace, dirty) = copy(shared);
+    let (copied, dirty) = copy(shared);
     let dir = persistence.dir.clone();
     let state = persistence.state.clone();
     tokio::task::spawn_blocking(move || {
-        let result = write(&dir, &keyspace);
+        let result = write(&dir, &copied.keyspace);
+        drop(copied);
         match &result {
             Ok(()) => tracing::info!("background save done"),
             Err(error) => tracing::warn!(%error, "background save failed"),
