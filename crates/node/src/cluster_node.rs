@@ -834,6 +834,16 @@ pub async fn propose_op(metadata: &Replica, op: Op) -> Result<Frame, String> {
             .into_iter()
             .next()
             .unwrap_or(Frame::Integer(0))),
+        // Lost the leadership before proposing: nothing was written, so the
+        // caller may follow the new leader and try again.
+        Ok(Err(openraft::error::RaftError::APIError(
+            openraft::error::ClientWriteError::ForwardToLeader(forward),
+        ))) => Ok(Frame::error_owned(format!(
+            "ERR NOTLEADER {}",
+            forward
+                .leader_node
+                .map_or_else(|| String::from("?"), |node| node.resp)
+        ))),
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err("metadata proposal timed out".into()),
     }
