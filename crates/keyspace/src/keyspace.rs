@@ -23,6 +23,10 @@ pub struct BlockOn {
     /// How long to wait, in milliseconds (the command's seconds, rounded up);
     /// 0 waits forever.
     pub timeout_ms: u64,
+    /// The arguments to run again instead of the command's own, when what
+    /// they mean must not change while the client waits (XREAD's `$` is
+    /// replaced by the last ID it stood for when the client blocked).
+    pub arguments: Option<Vec<Bytes>>,
 }
 
 /// Most keys remembered as ready between two [`Keyspace::take_ready_keys`]
@@ -191,6 +195,11 @@ pub struct Keyspace {
     /// Keyspace events recorded since the last [`Keyspace::take_events`]
     /// (only while notifications are on; not replicated state).
     pub(crate) events: Vec<crate::notify::Event>,
+    /// Events a stream command raised, with their keys, in order (stream
+    /// commands name their events themselves: XADD may raise `xadd` and
+    /// `xtrim`, XREADGROUP only `xgroup-createconsumer`); recorded only
+    /// while notifications are on, drained by `execute`.
+    pub(crate) stream_events: Vec<(&'static str, Bytes)>,
     /// Whether the databases record expired keys for events.
     pub(crate) recording_expired: bool,
     /// Messages scripts published (PUBLISH/SPUBLISH) since the last
@@ -234,6 +243,7 @@ impl Keyspace {
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
             events: Vec::new(),
+            stream_events: Vec::new(),
             recording_expired: false,
             published: Vec::new(),
             record_script_calls: false,
@@ -261,6 +271,7 @@ impl Keyspace {
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
             events: Vec::new(),
+            stream_events: Vec::new(),
             recording_expired: false,
             published: Vec::new(),
             record_script_calls: false,
@@ -941,6 +952,33 @@ mod tests {
             (vec!["OBJECT", "IDLETIME", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "FREQ", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "HELP"], None),
+            (vec!["XLEN", "gone"], Some(Frame::Integer(0))),
+            (vec!["XRANGE", "gone", "-", "+"], Some(array(vec![]))),
+            (vec!["XREVRANGE", "gone", "+", "-"], Some(array(vec![]))),
+            (
+                vec!["XREAD", "STREAMS", "gone", "0"],
+                Some(Frame::NullArray),
+            ),
+            (
+                vec!["XPENDING", "gone", "g"],
+                Some(Frame::error(
+                    "NOGROUP No such key 'gone' or consumer group 'g'",
+                )),
+            ),
+            (
+                vec!["XINFO", "STREAM", "gone"],
+                Some(Frame::error("ERR no such key")),
+            ),
+            (
+                vec!["XINFO", "GROUPS", "gone"],
+                Some(Frame::error("ERR no such key")),
+            ),
+            (
+                vec!["XINFO", "CONSUMERS", "gone", "g"],
+                Some(Frame::error("ERR no such key")),
+            ),
+            (vec!["XINFO", "HELP"], None),
+            (vec!["XGROUP", "HELP"], None),
             // As Redis: DBSIZE counts keys not reclaimed yet.
             (vec!["DBSIZE"], Some(Frame::Integer(8))),
             (vec!["PING"], Some(Frame::simple("PONG"))),

@@ -13,6 +13,7 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 mod typed;
 pub mod zsets;
@@ -31,6 +32,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hashes::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    streams::COMMANDS,
     geo::COMMANDS,
     hyperloglog::COMMANDS,
     pubsub::COMMANDS,
