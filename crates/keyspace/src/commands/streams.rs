@@ -2073,11 +2073,409 @@ mod tests {
         );
     }
 
+    /// Approximate trimming removes the whole nodes Redis would (100
+    /// entries each, XDEL and exact trimming leaving holes in them).
+    #[test]
+    fn trimming_matches_redis_node_by_node() {
+        run_transcript(
+            include_str!("transcripts/streams-trim.resp2.txt"),
+            Protocol::Resp2,
+        );
+    }
+
     #[test]
     fn transcript_matches_redis_in_resp3() {
         run_transcript(
             include_str!("transcripts/streams.resp3.txt"),
             Protocol::Resp3,
         );
+    }
+
+    fn bulk(text: &str) -> Frame {
+        Frame::Bulk(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    /// A stream with groups, consumers, pending entries, deletions and a
+    /// trimmed head, over more than one node.
+    fn busy_stream(h: &mut Harness) {
+        for ms in 1..=230 {
+            h.run(&["XADD", "s", &format!("{ms}-0"), "f", &ms.to_string()]);
+        }
+        h.run(&["XDEL", "s", "5-0", "150-0"]);
+        h.run(&["XTRIM", "s", "MAXLEN", "=", "220"]);
+        h.run(&["XGROUP", "CREATE", "s", "g", "0"]);
+        h.run(&["XGROUP", "CREATE", "s", "h", "$", "ENTRIESREAD", "7"]);
+        h.run(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "COUNT",
+            "3",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+        h.advance(10);
+        h.run(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "bob",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+        h.run(&["XGROUP", "CREATECONSUMER", "s", "h", "carol"]);
+        h.run(&[
+            "XSETID",
+            "s",
+            "900-0",
+            "ENTRIESADDED",
+            "1000",
+            "MAXDELETEDID",
+            "300-0",
+        ]);
+    }
+
+    #[test]
+    fn streams_round_trip_through_dump_snapshot_digest_and_copy() {
+        let mut h = Harness::new();
+        busy_stream(&mut h);
+        let original = h.get("s").expect("stored");
+        // DUMP / RESTORE.
+        let Frame::Bulk(payload) = h.run(&["DUMP", "s"]) else {
+            panic!("DUMP answers a payload")
+        };
+        let restore = [
+            Bytes::from_static(b"RESTORE"),
+            Bytes::from_static(b"r"),
+            Bytes::from_static(b"0"),
+            payload,
+        ];
+        assert_eq!(h.run_arguments(&restore), Frame::OK);
+        assert_eq!(h.get("r"), Some(original.clone()));
+        // COPY, RENAME: the same value, so the same digest.
+        assert_eq!(h.run(&["COPY", "s", "c"]), Frame::Integer(1));
+        assert_eq!(h.get("c"), Some(original.clone()));
+        let digest = |h: &mut Harness, key: &str| crate::digest::value_digest(h.entry(key));
+        let first = digest(&mut h, "s");
+        assert_eq!(digest(&mut h, "c"), first);
+        assert_eq!(digest(&mut h, "r"), first);
+        h.run(&["RENAME", "c", "moved"]);
+        assert_eq!(h.get("moved"), Some(original.clone()));
+        // A change anywhere (here a consumer's seen time) changes the digest.
+        h.advance(5);
+        h.run(&["XREADGROUP", "GROUP", "g", "alice", "STREAMS", "moved", "0"]);
+        assert_ne!(digest(&mut h, "moved"), first);
+        // Snapshots keep the whole value, and the keyspace digests the same.
+        let mut out = Vec::new();
+        crate::snapshot::write_snapshot(&h.keyspace, &mut out).expect("written");
+        let loaded =
+            crate::snapshot::read_snapshot(&mut &out[..], crate::KeyspaceConfig::default())
+                .expect("read back");
+        let now = h.context.now_ms;
+        assert_eq!(
+            crate::digest::digest(&loaded, now),
+            crate::digest::digest(&h.keyspace, now)
+        );
+        let entry = loaded.dbs()[0].peek(b"s", now).expect("loaded");
+        assert_eq!(entry.value, original);
+        // Every truncation of the payload's body is refused, never a panic.
+        let body = crate::dump::encode_body(&original);
+        for length in 0..body.len() {
+            assert!(
+                crate::dump::decode_body(&body[..length]).is_err(),
+                "{length}"
+            );
+        }
+    }
+
+    #[test]
+    fn auto_ids_come_from_the_context_clock() {
+        let mut h = Harness::new();
+        let now = h.context.now_ms;
+        assert_eq!(
+            h.run(&["XADD", "s", "*", "a", "1"]),
+            bulk(&format!("{now}-0"))
+        );
+        assert_eq!(
+            h.run(&["XADD", "s", "*", "a", "1"]),
+            bulk(&format!("{now}-1"))
+        );
+        // A clock behind the last ID never goes back.
+        h.run(&["XADD", "s", &format!("{}-5", now + 100), "a", "1"]);
+        assert_eq!(
+            h.run(&["XADD", "s", "*", "a", "1"]),
+            bulk(&format!("{}-6", now + 100))
+        );
+        h.advance(1000);
+        assert_eq!(
+            h.run(&["XADD", "s", "*", "a", "1"]),
+            bulk(&format!("{}-0", now + 1000))
+        );
+        assert_eq!(
+            h.run(&["TYPE", "s"]),
+            Frame::Simple(Bytes::from_static(b"stream"))
+        );
+        assert_eq!(h.encoding("s"), Some("stream"));
+        assert_eq!(
+            h.run(&["SCAN", "0", "TYPE", "stream"]),
+            Frame::Array(vec![bulk("0"), Frame::Array(vec![bulk("s")])])
+        );
+    }
+
+    #[test]
+    fn consumers_times_and_xinfo_follow_redis_7_2() {
+        let mut h = Harness::new();
+        h.context.protocol = Protocol::Resp3;
+        let start = h.context.now_ms;
+        h.run(&["XADD", "s", "1-1", "a", "1"]);
+        h.run(&["XGROUP", "CREATE", "s", "g", "0"]);
+        h.run(&["XGROUP", "CREATECONSUMER", "s", "g", "idle"]);
+        h.advance(100);
+        h.run(&["XREADGROUP", "GROUP", "g", "reader", "STREAMS", "s", ">"]);
+        h.advance(50);
+        // Seen (attempted) again, nothing read: idle resets, inactive does not.
+        h.run(&["XREADGROUP", "GROUP", "g", "reader", "STREAMS", "s", ">"]);
+        h.advance(25);
+        let consumer = |name: &str, pending: i64, idle: i64, inactive: i64| {
+            Frame::Map(vec![
+                (bulk("name"), bulk(name)),
+                (bulk("pending"), Frame::Integer(pending)),
+                (bulk("idle"), Frame::Integer(idle)),
+                (bulk("inactive"), Frame::Integer(inactive)),
+            ])
+        };
+        assert_eq!(
+            h.run(&["XINFO", "CONSUMERS", "s", "g"]),
+            Frame::Array(vec![
+                consumer("idle", 0, 175, -1),
+                consumer("reader", 1, 25, 75)
+            ])
+        );
+        assert_eq!(
+            h.run(&["XPENDING", "s", "g", "-", "+", "10"]),
+            Frame::Array(vec![Frame::Array(vec![
+                bulk("1-1"),
+                bulk("reader"),
+                Frame::Integer(75),
+                Frame::Integer(1)
+            ])])
+        );
+        assert_eq!(
+            h.run(&["XPENDING", "s", "g", "IDLE", "76", "-", "+", "10"]),
+            Frame::Array(vec![])
+        );
+        let Frame::Map(full) = h.run(&["XINFO", "STREAM", "s", "FULL"]) else {
+            panic!("a map")
+        };
+        let groups = &full
+            .iter()
+            .find(|(name, _)| *name == bulk("groups"))
+            .unwrap()
+            .1;
+        let Frame::Array(groups) = groups else {
+            panic!("groups")
+        };
+        let Frame::Map(group) = &groups[0] else {
+            panic!("a group")
+        };
+        let names: Vec<&Frame> = group.iter().map(|(name, _)| name).collect();
+        assert_eq!(
+            names,
+            [
+                "name",
+                "last-delivered-id",
+                "entries-read",
+                "lag",
+                "pel-count",
+                "pending",
+                "consumers"
+            ]
+            .iter()
+            .map(|name| bulk(name))
+            .collect::<Vec<_>>()
+            .iter()
+            .collect::<Vec<_>>()
+        );
+        let consumers = &group[6].1;
+        let Frame::Array(consumers) = consumers else {
+            panic!("consumers")
+        };
+        assert_eq!(
+            consumers[1],
+            Frame::Map(vec![
+                (bulk("name"), bulk("reader")),
+                (bulk("seen-time"), Frame::Integer((start + 150) as i64)),
+                (bulk("active-time"), Frame::Integer((start + 100) as i64)),
+                (bulk("pel-count"), Frame::Integer(1)),
+                (
+                    bulk("pending"),
+                    Frame::Array(vec![Frame::Array(vec![
+                        bulk("1-1"),
+                        Frame::Integer((start + 100) as i64),
+                        Frame::Integer(1)
+                    ])])
+                ),
+            ])
+        );
+        // XCLAIM with IDLE sets the delivery time back; TIME in the future means now.
+        h.run(&["XCLAIM", "s", "g", "other", "0", "1-1", "IDLE", "500"]);
+        assert_eq!(
+            h.run(&["XPENDING", "s", "g", "-", "+", "10"]),
+            Frame::Array(vec![Frame::Array(vec![
+                bulk("1-1"),
+                bulk("other"),
+                Frame::Integer(500),
+                Frame::Integer(2)
+            ])])
+        );
+        let future = (h.context.now_ms + 10_000).to_string();
+        h.run(&["XCLAIM", "s", "g", "other", "0", "1-1", "TIME", &future]);
+        assert_eq!(
+            h.run(&["XPENDING", "s", "g", "IDLE", "1", "-", "+", "10"]),
+            Frame::Array(vec![])
+        );
+    }
+
+    #[test]
+    fn blocking_reads_record_what_they_wait_for_and_pin_dollar() {
+        let mut h = Harness::new();
+        h.run(&["XADD", "s", "5-1", "a", "1"]);
+        assert_eq!(
+            h.run(&["XREAD", "BLOCK", "100", "STREAMS", "s", "t", "$", "0"]),
+            Frame::NullArray
+        );
+        let block = h.context.block.clone().expect("blocked");
+        assert_eq!(
+            block.keys,
+            vec![Bytes::from_static(b"s"), Bytes::from_static(b"t")]
+        );
+        assert_eq!(block.timeout_ms, 100);
+        let rewritten: Vec<Bytes> = ["XREAD", "BLOCK", "100", "STREAMS", "s", "t", "5-1", "0"]
+            .iter()
+            .map(|word| Bytes::copy_from_slice(word.as_bytes()))
+            .collect();
+        assert_eq!(block.arguments, Some(rewritten.clone()));
+        // Without BLOCK, or once something is there, nothing is recorded.
+        h.run(&["XREAD", "STREAMS", "s", "$"]);
+        assert_eq!(h.context.block, None);
+        h.run(&["XADD", "s", "6-1", "b", "2"]);
+        assert_eq!(
+            h.keyspace
+                .take_ready_keys()
+                .last()
+                .map(|(_, key)| key.clone()),
+            Some(Bytes::from_static(b"s"))
+        );
+        let served = h.run_arguments(&rewritten);
+        assert_eq!(h.context.block, None);
+        assert_eq!(
+            served,
+            Frame::Array(vec![Frame::Array(vec![
+                bulk("s"),
+                Frame::Array(vec![Frame::Array(vec![
+                    bulk("6-1"),
+                    Frame::Array(vec![bulk("b"), bulk("2")])
+                ])])
+            ])])
+        );
+        // XREADGROUP `>` blocks on nothing new and keeps its arguments.
+        h.run(&["XGROUP", "CREATE", "s", "g", "$"]);
+        assert_eq!(
+            h.run(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">"
+            ]),
+            Frame::NullArray
+        );
+        let block = h.context.block.clone().expect("blocked");
+        assert_eq!((block.timeout_ms, block.arguments), (0, None));
+        // A destroyed group wakes it, and it answers NOGROUP when run again.
+        h.keyspace.take_ready_keys();
+        h.run(&["XGROUP", "DESTROY", "s", "g"]);
+        assert_eq!(h.keyspace.take_ready_keys().len(), 1);
+        assert_eq!(
+            h.run(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "s",
+                ">"
+            ]),
+            Frame::error(
+                "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
+            )
+        );
+    }
+
+    #[test]
+    fn keyspace_events_are_redis_names() {
+        let mut h = Harness::new();
+        h.keyspace.config.notify_flags = crate::notify::parse_flags("KEAn").unwrap();
+        let mut events = |h: &mut Harness, words: &[&str]| {
+            h.run(words);
+            h.keyspace
+                .take_events()
+                .into_iter()
+                .map(|event| event.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            events(&mut h, &["XADD", "s", "1-1", "a", "1"]),
+            ["new", "xadd"]
+        );
+        assert_eq!(
+            events(&mut h, &["XADD", "s", "MAXLEN", "1", "2-1", "a", "1"]),
+            ["xadd", "xtrim"]
+        );
+        assert_eq!(
+            events(&mut h, &["XTRIM", "s", "MAXLEN", "1"]),
+            Vec::<&str>::new()
+        );
+        assert_eq!(events(&mut h, &["XDEL", "s", "2-1"]), ["xdel"]);
+        assert_eq!(events(&mut h, &["XSETID", "s", "5-0"]), ["xsetid"]);
+        assert_eq!(
+            events(&mut h, &["XGROUP", "CREATE", "m", "g", "$", "MKSTREAM"]),
+            ["new", "xgroup-create"]
+        );
+        assert_eq!(
+            events(&mut h, &["XGROUP", "CREATECONSUMER", "m", "g", "c"]),
+            ["xgroup-createconsumer"]
+        );
+        assert_eq!(
+            events(&mut h, &["XGROUP", "SETID", "m", "g", "0"]),
+            ["xgroup-setid"]
+        );
+        assert_eq!(
+            events(
+                &mut h,
+                &["XREADGROUP", "GROUP", "g", "d", "STREAMS", "m", ">"]
+            ),
+            ["xgroup-createconsumer"]
+        );
+        assert_eq!(
+            events(&mut h, &["XGROUP", "DELCONSUMER", "m", "g", "d"]),
+            ["xgroup-delconsumer"]
+        );
+        assert_eq!(
+            events(&mut h, &["XGROUP", "DESTROY", "m", "g"]),
+            ["xgroup-destroy"]
+        );
+        assert_eq!(events(&mut h, &["XLEN", "m"]), Vec::<&str>::new());
     }
 }
