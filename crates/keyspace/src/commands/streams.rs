@@ -2427,7 +2427,7 @@ mod tests {
     fn keyspace_events_are_redis_names() {
         let mut h = Harness::new();
         h.keyspace.config.notify_flags = crate::notify::parse_flags("KEAn").unwrap();
-        let mut events = |h: &mut Harness, words: &[&str]| {
+        let events = |h: &mut Harness, words: &[&str]| {
             h.run(words);
             h.keyspace
                 .take_events()
