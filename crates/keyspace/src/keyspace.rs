@@ -464,6 +464,9 @@ impl Keyspace {
             if replaced.is_expired(context.now_ms) {
                 db.expired_keys += 1;
             }
+            if matches!(replaced.value, Value::Stream(_)) {
+                self.signal_ready(context.db, key);
+            }
         }
         self.stats.dirty += 1;
     }
@@ -477,11 +480,17 @@ impl Keyspace {
 
     /// Deletes a live key from the selected database; true if it existed.
     pub fn delete(&mut self, context: &mut Context, key: &[u8]) -> bool {
-        if Self::live_entry(&mut self.dbs, context, key).is_none() {
+        let Some(entry) = Self::live_entry(&mut self.dbs, context, key) else {
             return false;
-        }
+        };
+        // A client blocked in XREADGROUP on a stream runs again and learns
+        // that its group is gone.
+        let stream = matches!(entry.value, Value::Stream(_));
         self.dbs[context.db].remove(key);
         self.stats.dirty += 1;
+        if stream {
+            self.signal_ready(context.db, key);
+        }
         true
     }
 

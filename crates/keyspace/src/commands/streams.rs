@@ -888,7 +888,12 @@ fn parse_block_timeout(argument: &[u8], now_ms: u64) -> Result<u64, Frame> {
     Ok(value as u64)
 }
 
-fn parse_read(arguments: &[Bytes], group_form: bool, now_ms: u64) -> Result<ReadRequest, Frame> {
+fn parse_read(
+    arguments: &[Bytes],
+    group_form: bool,
+    context: &Context,
+) -> Result<ReadRequest, Frame> {
+    let now_ms = context.now_ms;
     let mut request = ReadRequest {
         block_ms: None,
         count: 0,
@@ -904,6 +909,13 @@ fn parse_read(arguments: &[Bytes], group_form: bool, now_ms: u64) -> Result<Read
         let option = &arguments[index];
         let is = |word: &str| option.eq_ignore_ascii_case(word.as_bytes());
         if is("BLOCK") && more > 0 {
+            if context.in_script {
+                // As Redis: refused rather than answered as a timeout.
+                return Err(Frame::error_owned(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(&arguments[0])
+                )));
+            }
             index += 1;
             request.block_ms = Some(parse_block_timeout(&arguments[index], now_ms)?);
         } else if is("COUNT") && more > 0 {
@@ -979,7 +991,7 @@ fn read_generic(
     group_form: bool,
 ) -> Frame {
     let now_ms = context.now_ms;
-    let request = match parse_read(arguments, group_form, now_ms) {
+    let request = match parse_read(arguments, group_form, context) {
         Ok(request) => request,
         Err(error) => return error,
     };
