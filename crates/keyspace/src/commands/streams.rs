@@ -768,6 +768,13 @@ fn xrevrange(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]
 }
 
 fn xdel(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
+    // As Redis: the key first (a missing one deletes nothing, whatever the
+    // IDs), then every ID before deleting any.
+    let stream = match typed::write::<StreamValue>(keyspace, context, &arguments[1]) {
+        Ok(Some(stream)) => stream,
+        Ok(None) => return Frame::Integer(0),
+        Err(error) => return error,
+    };
     let mut ids = Vec::with_capacity(arguments.len() - 2);
     for argument in &arguments[2..] {
         match strict_id(argument) {
@@ -775,11 +782,6 @@ fn xdel(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
             Err(error) => return error,
         }
     }
-    let stream = match typed::write::<StreamValue>(keyspace, context, &arguments[1]) {
-        Ok(Some(stream)) => stream,
-        Ok(None) => return Frame::Integer(0),
-        Err(error) => return error,
-    };
     let deleted = ids.into_iter().filter(|id| stream.delete(*id)).count();
     if deleted > 0 {
         keyspace.stats.dirty += deleted as u64;
@@ -825,11 +827,8 @@ fn xsetid(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
         Ok(None) => return Frame::error(NO_SUCH_KEY),
         Err(error) => return error,
     };
-    if id < stream.max_deleted_id {
-        return Frame::error(
-            "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id",
-        );
-    }
+    // Redis (7.0.15, checked) does not compare the ID with the current
+    // maximum deleted ID, only with the last entry.
     if !stream.is_empty() {
         if id < stream.last_valid_id() {
             return Frame::error(
@@ -1412,15 +1411,16 @@ fn xack(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
         Ok(stream) => stream.is_some_and(|stream| stream.groups.contains_key(group_name)),
         Err(error) => return error,
     };
+    // As Redis: no key or group acknowledges nothing, whatever the IDs.
+    if !has_group {
+        return Frame::Integer(0);
+    }
     let mut ids = Vec::with_capacity(arguments.len() - 3);
     for argument in &arguments[3..] {
         match strict_id(argument) {
             Ok(id) => ids.push(id),
             Err(error) => return error,
         }
-    }
-    if !has_group {
-        return Frame::Integer(0);
     }
     let Ok(Some(stream)) = typed::write::<StreamValue>(keyspace, context, &arguments[1]) else {
         return Frame::Integer(0);
