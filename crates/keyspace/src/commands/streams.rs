@@ -1031,6 +1031,8 @@ fn read_generic(
                 ReadFrom::Undelivered
             }
             other => match strict_id(other) {
+                // Redis stands for `>` by the maximum ID: giving it is `>`.
+                Ok(StreamId::MAX) if group_form => ReadFrom::Undelivered,
                 Ok(id) => ReadFrom::After(id),
                 Err(error) => return error,
             },
