@@ -18,9 +18,10 @@
 //! 7.2's `inactive`/`active-time` fields 7.0 lacks), XINFO STREAM's
 //! `radix-tree-nodes` (Redis's radix tree) is compared as zero, no BLOCK.
 //! 7.0-vs-7.2: the unbalanced STREAMS error's text changed; XREADGROUP `>`
-//! that finds nothing new creates its consumer in 7.2 only, so after each
-//! XREADGROUP both servers get XGROUP CREATECONSUMER (and XREADGROUP stays
-//! out of transactions, where that cannot follow it). Stream field values
+//! that finds nothing new, and XCLAIM/XAUTOCLAIM that claim nothing, create
+//! their consumer in 7.2 only, so after each of them both servers get XGROUP
+//! CREATECONSUMER (and they stay out of transactions and scripts, where that
+//! cannot follow them). Stream field values
 //! stay short: Redis closes a stream node at 4 KB as well as at 100
 //! entries, and slotraft models only the latter.
 //!
@@ -1006,7 +1007,15 @@ fn key_command(rng: &mut Rng) -> (Vec<String>, Order) {
             // XREADGROUP, which the run follows with XGROUP CREATECONSUMER.)
             let checked = matches!(
                 inner[0].as_str(),
-                "OBJECT" | "BITCOUNT" | "BITPOS" | "PFCOUNT" | "SORT" | "SORT_RO" | "XREADGROUP"
+                "OBJECT"
+                    | "BITCOUNT"
+                    | "BITPOS"
+                    | "PFCOUNT"
+                    | "SORT"
+                    | "SORT_RO"
+                    | "XREADGROUP"
+                    | "XCLAIM"
+                    | "XAUTOCLAIM"
             );
             if order != Order::Exact || checked {
                 return (inner, order);
@@ -1719,7 +1728,7 @@ fn run_seed(
                 if order != Order::Exact
                     || matches!(
                         arguments[0].as_str(),
-                        "OBJECT" | "BITCOUNT" | "BITPOS" | "XREADGROUP"
+                        "OBJECT" | "BITCOUNT" | "BITPOS" | "XREADGROUP" | "XCLAIM" | "XAUTOCLAIM"
                     )
                     || arguments[0].starts_with("SORT")
                 {
@@ -1779,9 +1788,10 @@ fn run_seed(
             }
             _ => normalized(&expected, order) == normalized(&actual, order),
         };
-        if arguments[0] == "XREADGROUP" && !expected.starts_with(b"-") {
-            // 7.2 creates the consumer even when `>` finds nothing new;
-            // 7.0 only when it serves something: both get it now.
+        if !expected.starts_with(b"-") {
+            // 7.2 creates the consumer even when XREADGROUP `>` finds
+            // nothing new or XCLAIM/XAUTOCLAIM claim nothing; 7.0 only when
+            // they serve or claim something: both get it now.
             create_consumers(&arguments, ours, theirs);
         }
         if !same {
@@ -1817,9 +1827,25 @@ fn unbalanced_evened_out(reply: Vec<u8>) -> Vec<u8> {
     out
 }
 
-/// Creates XREADGROUP's consumer in each of its streams, on both servers
+/// Creates the consumer of XCLAIM, XAUTOCLAIM or XREADGROUP (in each of its
+/// streams), on both servers
 /// (see `run_seed`).
 fn create_consumers(arguments: &[String], ours: &mut Connection, theirs: &mut Connection) {
+    if matches!(arguments[0].as_str(), "XCLAIM" | "XAUTOCLAIM") {
+        let create = words(&[
+            "XGROUP",
+            "CREATECONSUMER",
+            &arguments[1],
+            &arguments[2],
+            &arguments[3],
+        ]);
+        ours.call(&create);
+        theirs.call(&create);
+        return;
+    }
+    if arguments[0] != "XREADGROUP" {
+        return;
+    }
     let Some(streams) = arguments.iter().position(|word| word == "STREAMS") else {
         return;
     };

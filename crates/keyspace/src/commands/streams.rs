@@ -1651,7 +1651,13 @@ fn xclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
         group.last_id = last_id;
         changed = true;
     }
-    let mut created = false;
+    // Redis 7.2 creates the consumer whether or not anything is claimed,
+    // and counts the attempt as seen (redis/redis#11099).
+    let created = ensure_consumer(&mut group, consumer_name, now_ms);
+    if let Some(consumer) = group.consumers.get_mut(consumer_name) {
+        consumer.seen_time_ms = now_ms;
+    }
+    changed = true;
     let mut frames = Vec::new();
     for id in ids {
         let Some(fields) = stream.get(id) else {
@@ -1669,9 +1675,6 @@ fn xclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
             if min_idle > 0 && idle_of(now_ms, pending.delivery_time_ms) < min_idle as i128 {
                 continue;
             }
-        }
-        if ensure_consumer(&mut group, consumer_name, now_ms) {
-            created = true;
         }
         // A pending entry FORCE creates starts at one delivery.
         let previous_count = existing.map_or(1, |pending| pending.delivery_count);
@@ -1747,8 +1750,13 @@ fn xautoclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
     let mut attempts = count.saturating_mul(10);
     let mut claimed = Vec::new();
     let mut deleted = Vec::new();
-    let mut created = false;
-    let mut changed = false;
+    // Redis 7.2 creates the consumer whether or not anything is claimed,
+    // and counts the attempt as seen (redis/redis#11099).
+    let created = ensure_consumer(&mut group, consumer_name, now_ms);
+    if let Some(consumer) = group.consumers.get_mut(consumer_name) {
+        consumer.seen_time_ms = now_ms;
+    }
+    let mut changed = true;
     let mut cursor = start;
     let mut next: Option<StreamId> = None;
     while let Some(id) = group.pending.range(cursor..).next().map(|(id, _)| *id) {
@@ -1774,9 +1782,6 @@ fn xautoclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
                     break;
                 }
                 continue;
-            }
-            if ensure_consumer(&mut group, consumer_name, now_ms) {
-                created = true;
             }
             let previous = group.pending[&id].delivery_count;
             let delivery_count = if just_id {
@@ -2491,5 +2496,70 @@ mod tests {
             ["xgroup-destroy"]
         );
         assert_eq!(events(&mut h, &["XLEN", "m"]), Vec::<&str>::new());
+    }
+
+    /// Redis 7.2 (redis/redis#11099): XCLAIM and XAUTOCLAIM create their
+    /// consumer even when they claim nothing, and count the attempt as seen.
+    #[test]
+    fn claims_create_their_consumer_even_when_they_claim_nothing() {
+        let mut h = Harness::new();
+        h.run(&["XADD", "s", "1-1", "a", "1"]);
+        h.run(&["XGROUP", "CREATE", "s", "g", "0"]);
+        assert_eq!(
+            h.run(&["XCLAIM", "s", "g", "x", "0", "9-9"]),
+            Frame::Array(vec![])
+        );
+        assert_eq!(
+            h.run(&["XAUTOCLAIM", "s", "g", "y", "0", "0"]),
+            Frame::Array(vec![
+                bulk("0-0"),
+                Frame::Array(vec![]),
+                Frame::Array(vec![])
+            ])
+        );
+        h.advance(40);
+        let consumer = |name: &str| {
+            Frame::Map(vec![
+                (bulk("name"), bulk(name)),
+                (bulk("pending"), Frame::Integer(0)),
+                (bulk("idle"), Frame::Integer(40)),
+                (bulk("inactive"), Frame::Integer(-1)),
+            ])
+        };
+        assert_eq!(
+            h.run(&["XINFO", "CONSUMERS", "s", "g"]),
+            Frame::Array(vec![consumer("x"), consumer("y")])
+        );
+    }
+
+    #[test]
+    fn keys_are_found_after_streams() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["COMMAND", "GETKEYS", "XREAD", "COUNT", "1", "STREAMS", "a", "b", "0", "$"]),
+            Frame::Array(vec![bulk("a"), bulk("b")])
+        );
+        assert_eq!(
+            h.run(&[
+                "COMMAND",
+                "GETKEYS",
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "c",
+                "STREAMS",
+                "k",
+                ">"
+            ]),
+            Frame::Array(vec![bulk("k")])
+        );
+        assert_eq!(
+            h.run(&["COMMAND", "GETKEYS", "XGROUP", "CREATE", "k", "g", "$"]),
+            Frame::Array(vec![bulk("k")])
+        );
+        assert_eq!(
+            h.run(&["COMMAND", "GETKEYS", "XINFO", "STREAM", "k"]),
+            Frame::Array(vec![bulk("k")])
+        );
     }
 }
