@@ -1646,10 +1646,8 @@ fn xclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
     let Some(mut group) = stream.groups.remove(group_name) else {
         return no_group(key, group_name);
     };
-    let mut changed = false;
     if last_id > group.last_id {
         group.last_id = last_id;
-        changed = true;
     }
     // Redis 7.2 creates the consumer whether or not anything is claimed,
     // and counts the attempt as seen (redis/redis#11099).
@@ -1657,14 +1655,11 @@ fn xclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
     if let Some(consumer) = group.consumers.get_mut(consumer_name) {
         consumer.seen_time_ms = now_ms;
     }
-    changed = true;
     let mut frames = Vec::new();
     for id in ids {
         let Some(fields) = stream.get(id) else {
             // The entry is gone: so is its pending entry.
-            if group.remove_pending(id) {
-                changed = true;
-            }
+            group.remove_pending(id);
             continue;
         };
         let existing = group.pending.get(&id).cloned();
@@ -1692,12 +1687,10 @@ fn xclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
         } else {
             entry_frame(id, fields)
         });
-        changed = true;
     }
     stream.groups.insert(group_name.clone(), group);
-    if changed {
-        keyspace.stats.dirty += 1;
-    }
+    // The consumer's seen time changed at least.
+    keyspace.stats.dirty += 1;
     if created {
         event(keyspace, "xgroup-createconsumer", key);
     }
