@@ -497,7 +497,7 @@ impl StreamValue {
             return;
         }
         if group.entries_read != ENTRIES_READ_UNKNOWN && !self.has_tombstones_from(id) {
-            group.entries_read += 1;
+            group.entries_read = group.entries_read.saturating_add(1);
         } else if self.entries_added != 0 {
             group.entries_read = self.estimate_distance(id);
         }
