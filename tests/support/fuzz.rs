@@ -21,9 +21,7 @@
 //! that finds nothing new, and XCLAIM/XAUTOCLAIM that claim nothing, create
 //! their consumer in 7.2 only, so after each of them both servers get XGROUP
 //! CREATECONSUMER (and they stay out of transactions and scripts, where that
-//! cannot follow them). Stream field values
-//! stay short: Redis closes a stream node at 4 KB as well as at 100
-//! entries, and slotraft models only the latter.
+//! cannot follow them).
 //!
 //! A score of negative zero is compared as zero: 7.0 writes it `0`, slotraft
 //! `-0` (which of the two 7.2 writes was not checked).
@@ -1326,12 +1324,18 @@ fn stream_bound(rng: &mut Rng) -> String {
     }
 }
 
-/// Short field values only: Redis also closes a stream node at 4 KB, which
-/// slotraft does not model (see `stream.rs`).
+/// Field values, now and then long enough (700 bytes) that Redis closes a
+/// stream node by its 4 KB listpack limit before its 100 entries.
 fn stream_fields(rng: &mut Rng) -> Vec<String> {
     let pairs = 1 + rng.below(2);
     (0..pairs * 2)
-        .map(|_| rng.pick(&["f", "g", "v", "1", "", "x y", "-3"]).to_string())
+        .map(|_| {
+            if rng.chance(5) {
+                "w".repeat(700)
+            } else {
+                rng.pick(&["f", "g", "v", "1", "", "x y", "-3"]).to_string()
+            }
+        })
         .collect()
 }
 

@@ -9,10 +9,11 @@
 //! whole nodes, and XINFO STREAM reports their count (`radix-tree-keys`). So
 //! the value also keeps the node boundaries Redis would have ([`Node`]): an
 //! entry is appended to the last node until that node has held 100 entries
-//! (deleted ones included), XDEL of a node's last live entry drops the node,
-//! exact trimming marks entries deleted inside a node. Redis also closes a
-//! node at `stream-node-max-bytes` (4096 bytes of listpack); that limit is not
-//! modelled (small entries reach 100 entries first), see ARCHITECTURE.md.
+//! (deleted ones included) or its listpack, counted byte for byte as Redis
+//! lays it out (master entry, flags, ID deltas, fields unless they are the
+//! master's, lp-count), would reach 4096 bytes with the new entry's fields
+//! and values; XDEL of a node's last live entry drops the node, exact
+//! trimming marks entries deleted inside a node.
 //!
 //! Everything here is ordered (BTreeMap), so the value and every reply built
 //! from it are a function of the history alone.
@@ -22,6 +23,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Redis's `stream-node-max-entries` default.
 pub const NODE_MAX_ENTRIES: u32 = 100;
+
+/// Redis's `stream-node-max-bytes` default: a node whose listpack would
+/// reach this many bytes with the new entry's fields and values is closed.
+pub const NODE_MAX_BYTES: u64 = 4096;
 
 /// A group's `entries-read` when it is not known (Redis's
 /// `SCG_INVALID_ENTRIES_READ`).
@@ -85,13 +90,48 @@ impl std::fmt::Display for StreamId {
 
 /// One of Redis's listpack nodes, as far as it is observable: the first and
 /// last ID it ever held, how many entries it held in all and how many of them
-/// are still live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// are still live, its listpack's size and its master entry's fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     pub first: StreamId,
     pub last: StreamId,
     pub total: u32,
     pub live: u32,
+    pub bytes: u64,
+    pub master_fields: Box<[Bytes]>,
+}
+
+/// Bytes an entry appended to a node with `master` ID and `master_fields`
+/// adds to its listpack (Redis's `streamAppendItem` layout).
+fn appended_bytes(
+    master: StreamId,
+    master_fields: &[Bytes],
+    id: StreamId,
+    fields: &[Bytes],
+) -> u64 {
+    use crate::list::{entry_bytes, integer_bytes};
+    let pairs = fields.len() / 2;
+    let same = pairs == master_fields.len()
+        && fields
+            .iter()
+            .step_by(2)
+            .zip(master_fields)
+            .all(|(field, master)| field == master);
+    let mut bytes = integer_bytes(if same { 2 } else { 0 })
+        + integer_bytes(id.ms.wrapping_sub(master.ms) as i64)
+        + integer_bytes(id.seq.wrapping_sub(master.seq) as i64);
+    if !same {
+        bytes += integer_bytes(pairs as i64);
+    }
+    for pair in fields.chunks(2) {
+        if !same {
+            bytes += entry_bytes(&pair[0]);
+        }
+        bytes += entry_bytes(&pair[1]);
+    }
+    let lp_count = if same { pairs + 3 } else { pairs * 2 + 4 };
+    bytes += integer_bytes(lp_count as i64);
+    bytes as u64
 }
 
 /// A pending entry of a group (Redis's NACK).
@@ -341,18 +381,41 @@ impl StreamValue {
     /// Appends an entry with `id` (greater than the last ID).
     pub fn append(&mut self, id: StreamId, fields: Fields) {
         debug_assert!(id > self.last_id);
+        let data_bytes: u64 = fields.iter().map(|data| data.len() as u64).sum();
         match self.nodes.back_mut() {
-            Some(node) if node.total < NODE_MAX_ENTRIES => {
+            Some(node)
+                if node.total < NODE_MAX_ENTRIES
+                    && node.bytes.saturating_add(data_bytes) < NODE_MAX_BYTES =>
+            {
+                node.bytes += appended_bytes(node.first, &node.master_fields, id, &fields);
                 node.total += 1;
                 node.live += 1;
                 node.last = id;
             }
-            _ => self.nodes.push_back(Node {
-                first: id,
-                last: id,
-                total: 1,
-                live: 1,
-            }),
+            _ => {
+                use crate::list::{entry_bytes, integer_bytes};
+                let master_fields: Box<[Bytes]> = fields.iter().step_by(2).cloned().collect();
+                // Header and end byte, live and deleted counts, the field
+                // count, the fields and the master entry's terminator.
+                let master_bytes = 7
+                    + integer_bytes(1)
+                    + integer_bytes(0)
+                    + integer_bytes(master_fields.len() as i64)
+                    + master_fields
+                        .iter()
+                        .map(|field| entry_bytes(field))
+                        .sum::<usize>()
+                    + integer_bytes(0);
+                let bytes = master_bytes as u64 + appended_bytes(id, &master_fields, id, &fields);
+                self.nodes.push_back(Node {
+                    first: id,
+                    last: id,
+                    total: 1,
+                    live: 1,
+                    bytes,
+                    master_fields,
+                });
+            }
         }
         self.entries.insert(id, fields);
         self.last_id = id;
@@ -388,7 +451,7 @@ impl StreamValue {
     /// Trims as Redis's `streamTrim` does; the number of entries removed.
     pub fn trim(&mut self, trim: Trim) -> u64 {
         let mut deleted: u64 = 0;
-        while let Some(node) = self.nodes.front().copied() {
+        while let Some(node) = self.nodes.front().cloned() {
             if let TrimStrategy::MaxLen(max) = trim.strategy {
                 if self.entries.len() as u64 <= max {
                     break;
@@ -517,6 +580,11 @@ impl StreamValue {
             put_id(out, node.last);
             put(out, node.total as u64);
             put(out, node.live as u64);
+            put(out, node.bytes);
+            put(out, node.master_fields.len() as u64);
+            for field in node.master_fields.iter() {
+                put_bytes(out, field);
+            }
             for (id, fields) in self.entries.range(node.first..=node.last) {
                 put_id(out, *id);
                 put(out, fields.len() as u64 / 2);
@@ -560,11 +628,25 @@ impl StreamValue {
         let node_count = reader.u64().ok()?;
         let mut previous: Option<StreamId> = None;
         for _ in 0..node_count {
+            let first = get_id(reader)?;
+            let last = get_id(reader)?;
+            let total = u32::try_from(reader.u64().ok()?).ok()?;
+            let live = u32::try_from(reader.u64().ok()?).ok()?;
+            let bytes = reader.u64().ok()?;
+            let field_count = reader.u64().ok()?;
+            if field_count > reader.remaining() as u64 {
+                return None;
+            }
+            let master_fields = (0..field_count)
+                .map(|_| get_bytes(reader))
+                .collect::<Option<Box<[Bytes]>>>()?;
             let node = Node {
-                first: get_id(reader)?,
-                last: get_id(reader)?,
-                total: u32::try_from(reader.u64().ok()?).ok()?,
-                live: u32::try_from(reader.u64().ok()?).ok()?,
+                first,
+                last,
+                total,
+                live,
+                bytes,
+                master_fields,
             };
             if node.first > node.last
                 || node.total == 0

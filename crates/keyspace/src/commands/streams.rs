@@ -2095,6 +2095,16 @@ mod tests {
         );
     }
 
+    /// Nodes also close at 4096 bytes of listpack, counted as Redis lays
+    /// entries out (recorded from redis-server with large and varied entries).
+    #[test]
+    fn large_entries_close_nodes_by_bytes_as_redis() {
+        run_transcript(
+            include_str!("transcripts/streams-big.resp2.txt"),
+            Protocol::Resp2,
+        );
+    }
+
     #[test]
     fn transcript_matches_redis_in_resp3() {
         run_transcript(
