@@ -8,7 +8,8 @@ use bytes::Bytes;
 use resp::Protocol;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What a blocking command (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) waits for
+/// What a blocking command (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, the BZPOP
+/// family, XREAD and XREADGROUP with BLOCK) waits for
 /// when it could not be served at once. The keyspace never waits: the command
 /// replies with its timeout reply and records this in [`Context::block`]; the
 /// node holds the client, and runs the same command again when one of `keys`
@@ -494,8 +495,9 @@ impl Keyspace {
         true
     }
 
-    /// Records that `key` in database `db` received list elements, so clients
-    /// blocked on it may now be served. Each key is recorded once until the next
+    /// Records that `key` in database `db` received elements (list, sorted
+    /// set or stream), or that a stream there went away, so clients blocked
+    /// on it may now be served. Each key is recorded once until the next
     /// [`Keyspace::take_ready_keys`].
     pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
         if !self.track_ready || self.ready_keys.len() >= MAX_READY_KEYS {

@@ -19,9 +19,10 @@
 //! waiting XREADGROUP runs again and answers `-NOGROUP` when its group is
 //! gone, as Redis 7.2 re-executes it.
 //!
-//! **Approximate trimming** (`~`) removes only whole nodes of 100 entries, as
-//! Redis does with its listpack nodes (see `stream.rs`): the node layout is
-//! part of the value, so every replica trims the same entries.
+//! **Approximate trimming** (`~`) removes only whole nodes (up to 100
+//! entries or 4 KB of listpack each), as Redis does with its listpack nodes
+//! (see `stream.rs`): the node layout is part of the value, so every replica
+//! trims the same entries.
 
 use super::typed::{self, Aggregate};
 use crate::command::{
