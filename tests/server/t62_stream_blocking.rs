@@ -179,5 +179,23 @@ fn xreadgroup_waiters_get_entries_and_learn_when_their_group_is_gone() {
     reader.expect(
         b"-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\r\n",
     );
+    // And renaming it away.
+    admin.roundtrip(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"], "+OK\r\n");
+    reader.command(&[
+        b"XREADGROUP",
+        b"GROUP",
+        b"g",
+        b"alice",
+        b"BLOCK",
+        b"0",
+        b"STREAMS",
+        b"s",
+        b">",
+    ]);
+    wait_blocked(&server, 1);
+    admin.roundtrip(&["RENAME", "s", "elsewhere"], "+OK\r\n");
+    reader.expect(
+        b"-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\r\n",
+    );
     wait_blocked(&server, 0);
 }
