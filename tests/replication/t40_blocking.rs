@@ -53,6 +53,92 @@ fn a_blocked_pop_on_the_leader_is_served_through_the_log() {
     assert_eq!(nothing, None);
 }
 
+/// XREAD BLOCK (a read that may wait) and XREADGROUP BLOCK (a write) wait on
+/// the leader and are served through the log; `$` keeps meaning the last ID
+/// when the client blocked.
+#[test]
+fn blocked_stream_reads_on_the_leader_are_served_through_the_log() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut admin = group.client(leader);
+    let _: String = redis::cmd("XADD")
+        .arg("s")
+        .arg("1-1")
+        .arg("a")
+        .arg("1")
+        .query(&mut admin)
+        .unwrap();
+    let _: String = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("s")
+        .arg("g")
+        .arg("$")
+        .query(&mut admin)
+        .unwrap();
+    type Reply = Vec<(String, Vec<(String, Vec<String>)>)>;
+    let mut reading = group.client(leader);
+    let reader = std::thread::spawn(move || {
+        redis::cmd("XREAD")
+            .arg("BLOCK")
+            .arg(0)
+            .arg("STREAMS")
+            .arg("s")
+            .arg("$")
+            .query::<Reply>(&mut reading)
+    });
+    let mut consuming = group.client(leader);
+    let consumer = std::thread::spawn(move || {
+        redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("alice")
+            .arg("BLOCK")
+            .arg(0)
+            .arg("STREAMS")
+            .arg("s")
+            .arg(">")
+            .query::<Reply>(&mut consuming)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let _: String = redis::cmd("XADD")
+        .arg("s")
+        .arg("2-1")
+        .arg("b")
+        .arg("2")
+        .query(&mut admin)
+        .unwrap();
+    let expected: Reply = vec![(
+        "s".to_string(),
+        vec![("2-1".to_string(), vec!["b".to_string(), "2".to_string()])],
+    )];
+    assert_eq!(reader.join().unwrap().unwrap(), expected);
+    assert_eq!(consumer.join().unwrap().unwrap(), expected);
+    // The delivery went through the log: every replica has the same PEL.
+    group.assert_replicas_agree(leader, Duration::from_secs(10));
+    let pending: i64 = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg("s")
+        .query::<Vec<std::collections::HashMap<String, redis::Value>>>(&mut admin)
+        .unwrap()[0]
+        .get("pending")
+        .and_then(|value| match value {
+            redis::Value::Int(count) => Some(*count),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(pending, 1);
+    // A timeout answers nil.
+    let nothing: Option<Reply> = redis::cmd("XREAD")
+        .arg("BLOCK")
+        .arg(200)
+        .arg("STREAMS")
+        .arg("s")
+        .arg("$")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(nothing, None);
+}
+
 #[test]
 fn blocked_clients_are_redirected_when_leadership_moves() {
     let group = Group::start(3, &["--raft-election-timeout", "150"]);

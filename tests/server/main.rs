@@ -11,6 +11,7 @@ mod t47_acl_and_admin;
 mod t50_differential;
 mod t55_random_differential;
 mod t60_blocking;
+mod t62_stream_blocking;
 mod t70_transactions;
 mod t80_scripting;
 mod t90_pubsub;

@@ -267,6 +267,8 @@ fn rdb_value_length(value: &Value) -> usize {
             let size = zset_listpack_bytes(zset);
             rdb_length_prefix(size as u64) + size
         }
+        // Not Redis's RDB stream layout: our own serialized length.
+        Value::Stream(_) => dump::encode_body(value).len().saturating_sub(1),
     }
 }
 

@@ -43,6 +43,10 @@ pub mod type_byte {
     /// (varint), then each member in ascending order as a length (varint), the
     /// bytes, and the score as 8 bytes (IEEE 754 binary64, little-endian).
     pub const ZSET: u8 = 3;
+    /// A stream (Redis's object type number for streams): see
+    /// `StreamValue::encode` in `stream.rs` (counters, nodes with their
+    /// live entries, consumer groups with consumers and pending entries).
+    pub const STREAM: u8 = 6;
 }
 
 /// How a set or hash body is to be stored when decoded: as a load encodes it
@@ -149,6 +153,10 @@ pub(crate) fn encode_body_into(out: &mut Vec<u8>, value: &Value) {
                 }
             }
         }
+        Value::Stream(stream) => {
+            out.push(type_byte::STREAM);
+            stream.encode(out);
+        }
         Value::ZSet(zset) => {
             out.push(type_byte::ZSET);
             put_length(out, zset.len() as u64);
@@ -182,6 +190,9 @@ pub(crate) fn decode_body_with_layout(body: &[u8], layout: Layout) -> Result<Val
         type_byte::SET => Value::Set(decode_set(&mut reader, layout)?),
         type_byte::HASH => Value::Hash(decode_hash(&mut reader, layout)?),
         type_byte::ZSET => Value::ZSet(decode_zset(&mut reader)?),
+        type_byte::STREAM => Value::Stream(Box::new(
+            crate::stream::StreamValue::decode(&mut reader).ok_or(BadPayload)?,
+        )),
         _ => return Err(BadPayload),
     };
     if !reader.data.is_empty() {
@@ -286,8 +297,8 @@ pub(crate) fn put_length(out: &mut Vec<u8>, mut length: u64) {
     }
 }
 
-struct Reader<'a> {
-    data: &'a [u8],
+pub(crate) struct Reader<'a> {
+    pub(crate) data: &'a [u8],
 }
 
 /// Reads an unsigned LEB128 varint that fits a `u64`, in its shortest form, one
@@ -315,8 +326,23 @@ pub(crate) fn decode_varint(mut next_byte: impl FnMut() -> Option<u8>) -> Option
 }
 
 impl<'a> Reader<'a> {
+    /// A LEB128 varint, in its shortest form.
+    pub(crate) fn u64(&mut self) -> Result<u64, BadPayload> {
+        decode_varint(|| {
+            let (&byte, rest) = self.data.split_first()?;
+            self.data = rest;
+            Some(byte)
+        })
+        .ok_or(BadPayload)
+    }
+
+    /// Bytes left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.data.len()
+    }
+
     /// A LEB128 varint that fits a `usize`, in its shortest form.
-    fn length(&mut self) -> Result<usize, BadPayload> {
+    pub(crate) fn length(&mut self) -> Result<usize, BadPayload> {
         let value = decode_varint(|| {
             let (&byte, rest) = self.data.split_first()?;
             self.data = rest;
@@ -326,7 +352,7 @@ impl<'a> Reader<'a> {
         usize::try_from(value).map_err(|_| BadPayload)
     }
 
-    fn take(&mut self, count: usize) -> Result<&'a [u8], BadPayload> {
+    pub(crate) fn take(&mut self, count: usize) -> Result<&'a [u8], BadPayload> {
         if count > self.data.len() {
             return Err(BadPayload);
         }

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use resp::Protocol;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What a blocking command (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) waits for
+/// What a blocking command (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, the BZPOP
+/// family, XREAD and XREADGROUP with BLOCK) waits for
 /// when it could not be served at once. The keyspace never waits: the command
 /// replies with its timeout reply and records this in [`Context::block`]; the
 /// node holds the client, and runs the same command again when one of `keys`
@@ -23,6 +24,10 @@ pub struct BlockOn {
     /// How long to wait, in milliseconds (the command's seconds, rounded up);
     /// 0 waits forever.
     pub timeout_ms: u64,
+    /// The arguments to run again instead of the command's own, when what
+    /// they mean must not change while the client waits (XREAD's `$` is
+    /// replaced by the last ID it stood for when the client blocked).
+    pub arguments: Option<Vec<Bytes>>,
 }
 
 /// Most keys remembered as ready between two [`Keyspace::take_ready_keys`]
@@ -191,6 +196,11 @@ pub struct Keyspace {
     /// Keyspace events recorded since the last [`Keyspace::take_events`]
     /// (only while notifications are on; not replicated state).
     pub(crate) events: Vec<crate::notify::Event>,
+    /// Events a stream command raised, with their keys, in order (stream
+    /// commands name their events themselves: XADD may raise `xadd` and
+    /// `xtrim`, XREADGROUP only `xgroup-createconsumer`); recorded only
+    /// while notifications are on, drained by `execute`.
+    pub(crate) stream_events: Vec<(&'static str, Bytes)>,
     /// Whether the databases record expired keys for events.
     pub(crate) recording_expired: bool,
     /// Messages scripts published (PUBLISH/SPUBLISH) since the last
@@ -234,6 +244,7 @@ impl Keyspace {
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
             events: Vec::new(),
+            stream_events: Vec::new(),
             recording_expired: false,
             published: Vec::new(),
             record_script_calls: false,
@@ -261,6 +272,7 @@ impl Keyspace {
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
             events: Vec::new(),
+            stream_events: Vec::new(),
             recording_expired: false,
             published: Vec::new(),
             record_script_calls: false,
@@ -453,6 +465,9 @@ impl Keyspace {
             if replaced.is_expired(context.now_ms) {
                 db.expired_keys += 1;
             }
+            if matches!(replaced.value, Value::Stream(_)) {
+                self.signal_ready(context.db, key);
+            }
         }
         self.stats.dirty += 1;
     }
@@ -466,16 +481,23 @@ impl Keyspace {
 
     /// Deletes a live key from the selected database; true if it existed.
     pub fn delete(&mut self, context: &mut Context, key: &[u8]) -> bool {
-        if Self::live_entry(&mut self.dbs, context, key).is_none() {
+        let Some(entry) = Self::live_entry(&mut self.dbs, context, key) else {
             return false;
-        }
+        };
+        // A client blocked in XREADGROUP on a stream runs again and learns
+        // that its group is gone.
+        let stream = matches!(entry.value, Value::Stream(_));
         self.dbs[context.db].remove(key);
         self.stats.dirty += 1;
+        if stream {
+            self.signal_ready(context.db, key);
+        }
         true
     }
 
-    /// Records that `key` in database `db` received list elements, so clients
-    /// blocked on it may now be served. Each key is recorded once until the next
+    /// Records that `key` in database `db` received elements (list, sorted
+    /// set or stream), or that a stream there went away, so clients blocked
+    /// on it may now be served. Each key is recorded once until the next
     /// [`Keyspace::take_ready_keys`].
     pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
         if !self.track_ready || self.ready_keys.len() >= MAX_READY_KEYS {
@@ -942,6 +964,33 @@ mod tests {
             (vec!["OBJECT", "IDLETIME", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "FREQ", "gone"], Some(Frame::Null)),
             (vec!["OBJECT", "HELP"], None),
+            (vec!["XLEN", "gone"], Some(Frame::Integer(0))),
+            (vec!["XRANGE", "gone", "-", "+"], Some(array(vec![]))),
+            (vec!["XREVRANGE", "gone", "+", "-"], Some(array(vec![]))),
+            (
+                vec!["XREAD", "STREAMS", "gone", "0"],
+                Some(Frame::NullArray),
+            ),
+            (
+                vec!["XPENDING", "gone", "g"],
+                Some(Frame::error(
+                    "NOGROUP No such key 'gone' or consumer group 'g'",
+                )),
+            ),
+            (
+                vec!["XINFO", "STREAM", "gone"],
+                Some(Frame::error("ERR no such key")),
+            ),
+            (
+                vec!["XINFO", "GROUPS", "gone"],
+                Some(Frame::error("ERR no such key")),
+            ),
+            (
+                vec!["XINFO", "CONSUMERS", "gone", "g"],
+                Some(Frame::error("ERR no such key")),
+            ),
+            (vec!["XINFO", "HELP"], None),
+            (vec!["XGROUP", "HELP"], None),
             // As Redis: DBSIZE counts keys not reclaimed yet.
             (vec!["DBSIZE"], Some(Frame::Integer(8))),
             (vec!["PING"], Some(Frame::simple("PONG"))),

@@ -28,6 +28,7 @@ pub mod set;
 pub mod slot_index;
 pub mod slots;
 pub mod snapshot;
+pub mod stream;
 #[cfg(test)]
 mod testing;
 pub mod value;
@@ -44,7 +45,7 @@ pub use scripts::{
     RunningFunction, ScriptActivity, ScriptEngine, ScriptEngineFactory, ScriptStore, ScriptingSetup,
 };
 pub use slots::{command_slot, SlotError};
-pub use value::{HashValue, ListValue, SetValue, StringValue, Value, ZSetValue};
+pub use value::{HashValue, ListValue, SetValue, StreamValue, StringValue, Value, ZSetValue};
 
 use bytes::Bytes;
 use resp::Frame;
@@ -104,7 +105,11 @@ impl Keyspace {
                 .unwrap_or_default()
                 .into_iter()
                 .enumerate()
-                .filter(|(_, (_, flags))| !spec.is_write() || flags & command::key_flags::RO == 0)
+                .filter(|(_, (_, flags))| {
+                    !spec.is_write()
+                        || flags & command::key_flags::RO == 0
+                        || spec.group == "stream"
+                })
                 .filter_map(|(index, (position, _))| {
                     arguments.get(position).cloned().map(|key| (index, key))
                 })
@@ -132,10 +137,26 @@ impl Keyspace {
             }
             return reply;
         }
-        if matches!(reply, Frame::Error(_)) || self.stats.dirty == dirty {
+        if spec.group != "stream" && (matches!(reply, Frame::Error(_)) || self.stats.dirty == dirty)
+        {
             return reply;
         }
         let class = notify::class_of(spec.group);
+        let stream_events = std::mem::take(&mut self.stream_events);
+        if spec.group == "stream" {
+            // Stream commands name their own events (one key each).
+            if let Some((_, key)) = keys.first() {
+                if !existed.first().copied().unwrap_or(true)
+                    && self.dbs[db].peek(key, now_ms).is_some()
+                {
+                    self.record_event(db, notify::class::NEW, "new", key);
+                }
+            }
+            for (name, key) in stream_events {
+                self.record_event(db, class, name, &key);
+            }
+            return reply;
+        }
         let mut order: Vec<usize> = (0..keys.len()).collect();
         if notify::destination_first(spec.name) {
             order.reverse();

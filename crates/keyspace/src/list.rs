@@ -733,6 +733,12 @@ pub fn entry_bytes(element: &[u8]) -> usize {
     encoded + back_length_bytes(encoded)
 }
 
+/// Bytes an integer takes in a listpack, back-length included.
+pub(crate) fn integer_bytes(integer: i64) -> usize {
+    let encoded = integer_entry_bytes(integer);
+    encoded + back_length_bytes(encoded)
+}
+
 fn integer_entry_bytes(integer: i64) -> usize {
     if (0..=127).contains(&integer) {
         1

@@ -34,7 +34,8 @@
 //!                                     hashes: 3 listpack, 6 hashtable;
 //!                                     sets: 7 intset, 3 listpack,
 //!                                     6 hashtable)
-//!                                     sorted sets: 20 listpack, 21 skiplist)
+//!                                     sorted sets: 20 listpack, 21 skiplist;
+//!                                     streams: 22)
 //!         value                       varint length + the DUMP body (dump.rs:
 //!                                     type byte + serialized value)
 //! end marker                          0xFF
@@ -117,6 +118,8 @@ mod encoding {
     /// Sorted sets (numbered apart from the other types' encodings).
     pub const ZSET_LISTPACK: u8 = 20;
     pub const ZSET_SKIPLIST: u8 = 21;
+    /// Streams (one encoding; the body carries their node layout).
+    pub const STREAM: u8 = 22;
 }
 
 /// Most databases a snapshot may hold.
@@ -316,6 +319,7 @@ fn encoding_of(value: &Value) -> u8 {
         },
         Value::ZSet(zset) if zset.is_skiplist() => encoding::ZSET_SKIPLIST,
         Value::ZSet(_) => encoding::ZSET_LISTPACK,
+        Value::Stream(_) => encoding::STREAM,
     }
 }
 
@@ -346,6 +350,10 @@ fn with_encoding(value: Value, tag: u8) -> Result<Value, SnapshotError> {
             }
             Ok(Value::ZSet(zset))
         }
+        Value::Stream(stream) => match tag {
+            encoding::STREAM => Ok(Value::Stream(stream)),
+            other => Err(corrupt(format!("encoding {other} for a stream"))),
+        },
     }
 }
 

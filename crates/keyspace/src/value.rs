@@ -11,6 +11,7 @@ use bytes::Bytes;
 pub use crate::hash::HashValue;
 pub use crate::list::{End, ListElement, ListValue};
 pub use crate::set::SetValue;
+pub use crate::stream::StreamValue;
 pub use crate::zset::ZSetValue;
 
 /// Longest string Redis stores as `embstr` (created whole, never modified).
@@ -27,6 +28,8 @@ pub enum Value {
     Hash(HashValue),
     Set(SetValue),
     ZSet(ZSetValue),
+    /// Boxed: a stream's counters and groups make it the largest value.
+    Stream(Box<StreamValue>),
 }
 
 impl Value {
@@ -38,6 +41,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::ZSet(_) => "zset",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -49,6 +53,7 @@ impl Value {
             Value::Hash(hash) => hash.encoding_name(),
             Value::Set(set) => set.encoding_name(),
             Value::ZSet(zset) => zset.encoding_name(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -104,9 +109,9 @@ impl Value {
     }
 
     /// Whether storing this value under a key may serve clients blocked on it
-    /// (lists and sorted sets; see [`crate::BlockOn`]).
+    /// (lists, sorted sets and streams; see [`crate::BlockOn`]).
     pub fn can_serve_blocked(&self) -> bool {
-        matches!(self, Value::List(_) | Value::ZSet(_))
+        matches!(self, Value::List(_) | Value::ZSet(_) | Value::Stream(_))
     }
 }
 

@@ -115,6 +115,35 @@ const WORDS: &[&str] = &[
     "GETREG",
     "DECODE",
     "TODENSE",
+    // Stream words.
+    "STREAMS",
+    "GROUP",
+    "g",
+    "c",
+    "$",
+    ">",
+    "~",
+    "=",
+    "1-1",
+    "0-0",
+    "5-*",
+    "(1-1",
+    "18446744073709551615-18446744073709551615",
+    "MINID",
+    "NOMKSTREAM",
+    "MKSTREAM",
+    "ENTRIESREAD",
+    "ENTRIESADDED",
+    "MAXDELETEDID",
+    "BLOCK",
+    "NOACK",
+    "IDLE",
+    "TIME",
+    "RETRYCOUNT",
+    "FORCE",
+    "JUSTID",
+    "LASTID",
+    "FULL",
     // HyperLogLog-looking strings: a sparse value whose opcodes cover too few
     // registers, one with VAL opcodes (U+0080 encodes as C2 80), and a dense
     // header on a string of the wrong length.
@@ -175,7 +204,8 @@ proptest! {
                         Value::Hash(hash) => hash.is_empty(),
                         Value::Set(set) => set.is_empty(),
                         Value::ZSet(zset) => zset.is_empty(),
-                        Value::String(_) => false,
+                        // Streams are kept when empty, as in Redis.
+                        Value::String(_) | Value::Stream(_) => false,
                     };
                     prop_assert!(!empty, "{:?} is an empty {}", key, entry.value.type_name());
                     if let Value::ZSet(zset) = &entry.value {

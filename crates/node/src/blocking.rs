@@ -1,4 +1,5 @@
-//! Clients blocked by BLPOP and its relatives.
+//! Clients blocked by BLPOP and its relatives (BZPOPMIN ..., XREAD and
+//! XREADGROUP with BLOCK).
 //!
 //! The keyspace never waits: a blocking command that finds nothing answers its
 //! timeout reply and says what it waits for ([`keyspace::BlockOn`]). The
@@ -32,8 +33,10 @@ pub struct Waiter {
     pub arguments: Vec<Bytes>,
     /// The keys waited for, each once.
     pub keys: Vec<Bytes>,
-    /// The type that serves it (`list`, `zset`): a key made ready while it
-    /// holds another type leaves the waiter waiting, as in Redis.
+    /// The type that serves it (`list`, `zset`, `stream`): a key made ready
+    /// while it holds another type leaves the waiter waiting, as in Redis,
+    /// except XREADGROUP's, which runs again whatever the key holds (or
+    /// when it is gone) and answers NOGROUP or WRONGTYPE, as Redis 7.2.
     pub wants: &'static str,
     /// What the client gets when the wait ends without data.
     pub timeout_reply: Frame,
@@ -150,8 +153,9 @@ impl Blocking {
         let queue = inner.queues.get(&(db, key.clone()))?;
         for &ticket in queue {
             if let Some(entry) = inner.waiters.get_mut(&ticket) {
-                if !entry.in_flight && entry.waiter.wants == holding && entry.waiter.group == group
-                {
+                let serves =
+                    entry.waiter.wants == holding || entry.waiter.spec.name == "xreadgroup";
+                if !entry.in_flight && serves && entry.waiter.group == group {
                     entry.in_flight = true;
                     return Some((ticket, entry.waiter.clone()));
                 }
@@ -215,6 +219,8 @@ impl Blocking {
     pub fn wanted_type(spec: &CommandSpec) -> &'static str {
         if spec.name.starts_with("bz") {
             "zset"
+        } else if spec.name.starts_with('x') {
+            "stream"
         } else {
             "list"
         }

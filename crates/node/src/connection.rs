@@ -299,7 +299,8 @@ pub fn block_client(
         db: block.db,
         protocol: session.protocol,
         spec,
-        arguments: arguments.to_vec(),
+        // XREAD pins what `$` meant when the client blocked.
+        arguments: block.arguments.unwrap_or_else(|| arguments.to_vec()),
         keys: block.keys,
         timeout_reply: timeout_reply.clone(),
         wants: Blocking::wanted_type(spec),
@@ -551,9 +552,11 @@ fn serve_blocked_clients<'a>(
             return;
         }
         for (db, key) in ready {
+            // A key gone (or of another type) still serves XREADGROUP,
+            // which then answers NOGROUP (or WRONGTYPE), as Redis 7.2.
             let holding = match store.keyspace.db_ref(db).peek(&key, now_ms) {
                 Some(entry) => entry.value.type_name(),
-                None => continue,
+                None => "none",
             };
             while let Some((ticket, waiter)) = shared.blocking.take_first(0, db, &key, holding) {
                 let seed = store.rng.next_u64();

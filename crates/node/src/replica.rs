@@ -469,7 +469,8 @@ async fn serve_blocked(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::
                     .and_then(|d| d.peek(&key, now_ms))
                 {
                     Some(entry) => entry.value.type_name(),
-                    None => continue,
+                    // Serves XREADGROUP only (see `Blocking::take_first`).
+                    None => "none",
                 }
             };
             while let Some((ticket, waiter)) =

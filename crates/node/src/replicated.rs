@@ -310,7 +310,7 @@ async fn run(
                         }
                     };
                     let replica = &*shard;
-                    if !spec.through_log() {
+                    if !spec.through_log() && !blocking_read(spec, &arguments) {
                         // Reads: checked once per replica and batch.
                         if let std::collections::btree_map::Entry::Vacant(slot) =
                             read_checked.entry(replica.group.id)
@@ -970,6 +970,17 @@ async fn watch(route: Route<'_>, session: &mut Session, arguments: &[Bytes]) -> 
 }
 
 /// Runs a read-only command against the applied state without changing it.
+/// XREAD with BLOCK: a read that may wait. It runs through the log like
+/// the blocking writes, so that a wait registers after its own entry
+/// applied and is served again through the log (see `replica.rs`).
+fn blocking_read(spec: &CommandSpec, arguments: &[Bytes]) -> bool {
+    spec.has(flags::BLOCKING)
+        && arguments
+            .iter()
+            .skip(1)
+            .any(|argument| argument.eq_ignore_ascii_case(b"BLOCK"))
+}
+
 fn read(
     pubsub: &crate::pubsub::PubSub,
     state: &mut ShardState,

@@ -499,7 +499,13 @@ fn call_command(
     };
     let spec = match keyspace::commands::resolve(&words) {
         Ok(spec) => spec,
-        Err(_) if !command.subcommands.is_empty() && words.len() >= 2 => {
+        // An unknown subcommand is an unknown command; a known one with
+        // the wrong number of arguments is an arity error, as in Redis.
+        Err(_)
+            if !command.subcommands.is_empty()
+                && words.len() >= 2
+                && keyspace::commands::lookup_subcommand(command, &words[1]).is_none() =>
+        {
             return failure("Unknown Redis command called from script")
         }
         Err(_) => return failure("Wrong number of args calling Redis command from script"),

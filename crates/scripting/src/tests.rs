@@ -346,6 +346,16 @@ fn runtime_errors_carry_the_script_position() {
     let arity = h.eval("return redis.call('get')", &[], &[]);
     assert!(error_text(&arity)
         .starts_with("ERR Wrong number of args calling Redis command from script script: "));
+    // A known subcommand with too few arguments is an arity error (checked
+    // against redis-server 7.0); an unknown one an unknown command.
+    assert_eq!(
+        h.eval("return redis.pcall('XGROUP', 'SETID')", &[], &[]),
+        Frame::error("ERR Wrong number of args calling Redis command from script")
+    );
+    assert_eq!(
+        h.eval("return redis.pcall('XGROUP', 'FOO')", &[], &[]),
+        Frame::error("ERR Unknown Redis command called from script")
+    );
     let empty = h.eval("return redis.call()", &[], &[]);
     assert!(error_text(&empty)
         .starts_with("ERR Please specify at least one argument for this redis lib call script: "));

@@ -640,10 +640,15 @@ fn rename_generic(
         return Frame::error(errors::NO_SUCH_KEY);
     };
     let serves_blocked = entry.value.can_serve_blocked();
+    let stream = matches!(entry.value, crate::Value::Stream(_));
     // The whole entry moves: value, TTL and access data.
     db.insert_entry(target, entry);
     if serves_blocked {
         keyspace.signal_ready(context.db, target);
+    }
+    if stream {
+        // XREADGROUP waiters on the old name learn that it is gone.
+        keyspace.signal_ready(context.db, source);
     }
     keyspace.stats.dirty += 1;
     done
@@ -727,9 +732,14 @@ fn move_command(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Byt
         return Frame::Integer(0);
     };
     let serves_blocked = entry.value.can_serve_blocked();
+    let stream = matches!(entry.value, crate::Value::Stream(_));
     keyspace.db(target_db).insert_entry(key, entry);
     if serves_blocked {
         keyspace.signal_ready(target_db, key);
+    }
+    if stream {
+        // XREADGROUP waiters in the source database learn that it is gone.
+        keyspace.signal_ready(context.db, key);
     }
     keyspace.stats.dirty += 1;
     Frame::Integer(1)

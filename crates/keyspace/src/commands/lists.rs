@@ -428,6 +428,7 @@ pub(crate) fn block_on(context: &mut Context, keys: &[Bytes], timeout_ms: u64) {
         db: context.db,
         keys: unique,
         timeout_ms,
+        arguments: None,
     });
 }
 

@@ -213,6 +213,46 @@ fn value_bytes(value: &Value, samples: usize) -> usize {
                 _ => scaled(count, samples, members),
             }
         }
+        Value::Stream(stream) => {
+            // Each entry: its ID and the field/value pointers, plus the bytes
+            // they hold; each group's pending entries and consumers on top.
+            let per_entry = size_of::<crate::stream::StreamId>() + 3 * size_of::<usize>();
+            let count = stream.len();
+            let sample_size = samples.min(count);
+            let entries = stream
+                .range(
+                    crate::stream::StreamId { ms: 0, seq: 0 },
+                    crate::stream::StreamId {
+                        ms: u64::MAX,
+                        seq: u64::MAX,
+                    },
+                    sample_size.max(1),
+                    false,
+                )
+                .into_iter()
+                .map(|(_, fields)| {
+                    per_entry
+                        + fields
+                            .iter()
+                            .map(|field| size_of::<Bytes>() + field.len())
+                            .sum::<usize>()
+                });
+            let groups: usize = stream
+                .groups
+                .iter()
+                .map(|(name, group)| {
+                    name.len()
+                        + size_of::<crate::stream::Group>()
+                        + group.pending.len() * (size_of::<crate::stream::Pending>() + 32)
+                        + group
+                            .consumers
+                            .keys()
+                            .map(|consumer| consumer.len() + size_of::<crate::stream::Consumer>())
+                            .sum::<usize>()
+                })
+                .sum();
+            size_of::<crate::stream::StreamValue>() + scaled(count, samples, entries) + groups
+        }
         Value::ZSet(zset) => {
             let per_entry = size_of::<crate::zset::Entry>();
             let count = zset.len();
@@ -257,7 +297,22 @@ mod tests {
             h.run(&["zadd", "zset", &index.to_string(), &format!("m-{index}")]);
         }
         h.run(&["sadd", "ints", "1", "2", "3"]);
-        for key in ["list", "set", "hash", "zset"] {
+        for index in 1..=300 {
+            h.run(&["xadd", "stream", &format!("{index}-0"), "field", "value"]);
+        }
+        h.run(&["xgroup", "create", "stream", "group", "0"]);
+        h.run(&[
+            "xreadgroup",
+            "group",
+            "group",
+            "alice",
+            "count",
+            "10",
+            "streams",
+            "stream",
+            ">",
+        ]);
+        for key in ["list", "set", "hash", "zset", "stream"] {
             let all = usage(&mut h, &["memory", "usage", key, "SAMPLES", "0"]);
             let sampled = usage(&mut h, &["memory", "usage", key]);
             assert!(all > 300 * 8, "{key}: {all}");

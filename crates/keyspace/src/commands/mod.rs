@@ -14,6 +14,7 @@ pub mod scripting;
 pub mod server;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 mod typed;
 pub mod zsets;
@@ -32,6 +33,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hashes::COMMANDS,
     sets::COMMANDS,
     zsets::COMMANDS,
+    streams::COMMANDS,
     geo::COMMANDS,
     hyperloglog::COMMANDS,
     pubsub::COMMANDS,
