@@ -267,8 +267,12 @@ async function spread(rc, host, port) {
   const slots = new Set(keys.map((key) => keySlot(key)));
   expect(slots.size, 500, "distinct slots of 500 keys");
   // rc.slots[slot] lists the node keys serving the slot, the master first.
+  // Every master: three, or fewer when an election under load left two
+  // shards led by one node (leadership is not moved back).
   const masters = new Set([...slots].map((slot) => rc.slots[slot][0]));
-  expect(masters.size, 3, "number of shard leaders the 500 keys landed on");
+  const allMasters = new Set(rc.slots.filter(Boolean).map((nodes) => nodes[0]));
+  expect([...masters].sort(), [...allMasters].sort(), "the masters the 500 keys landed on");
+  expect(allMasters.size === 2 || allMasters.size === 3, true, "two or three masters");
   let deleted = 0;
   for (const key of keys.slice(0, 100)) {
     deleted += await rc.del(key);

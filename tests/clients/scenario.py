@@ -277,8 +277,12 @@ def spread(rc):
         "MGET split by slot",
     )
     if not PLAIN:
+        # Every master: three, or fewer when an election under load left two
+        # shards led by one node (leadership is not moved back).
         primaries = {rc.get_node_from_key(key).name for key in keys}
-        expect(len(primaries), 3, "number of shard leaders the 500 keys landed on")
+        masters = {nodes[0].name for nodes in rc.nodes_manager.slots_cache.values() if nodes}
+        expect(primaries, masters, "the masters the 500 keys landed on")
+        expect(len(masters) in (2, 3), True, "two or three masters")
         expect({rc.keyslot(key) for key in keys}, {keyslot(key) for key in keys}, "slots")
     expect(len({keyslot(key) for key in keys}), 500, "distinct slots of 500 keys")
     expect(rc.delete(*keys[:100]), 100, "DEL of 100 keys across slots")
