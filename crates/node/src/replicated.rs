@@ -969,7 +969,6 @@ async fn watch(route: Route<'_>, session: &mut Session, arguments: &[Bytes]) -> 
     Frame::OK
 }
 
-/// Runs a read-only command against the applied state without changing it.
 /// XREAD with BLOCK: a read that may wait. It runs through the log like
 /// the blocking writes, so that a wait registers after its own entry
 /// applied and is served again through the log (see `replica.rs`).
@@ -981,6 +980,7 @@ fn blocking_read(spec: &CommandSpec, arguments: &[Bytes]) -> bool {
             .any(|argument| argument.eq_ignore_ascii_case(b"BLOCK"))
 }
 
+/// Runs a read-only command against the applied state without changing it.
 fn read(
     pubsub: &crate::pubsub::PubSub,
     state: &mut ShardState,
