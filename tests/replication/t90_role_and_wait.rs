@@ -4,6 +4,14 @@
 use slotraft_tests::support::group::Group;
 use std::time::{Duration, Instant};
 
+/// A Raft index member `index` reports in INFO (`raft_last_applied` ...).
+fn raft_index(group: &Group, index: usize, field: &str) -> u64 {
+    group
+        .info_field(index, field)
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("{field} of member {index}"))
+}
+
 #[test]
 fn role_names_the_leader_as_master_and_followers_as_its_replicas() {
     let group = Group::start(3, &[]);
@@ -172,15 +180,9 @@ fn save_takes_a_snapshot_of_the_group_and_moves_lastsave() {
             .query(&mut connection)
             .unwrap();
     }
-    let applied: u64 = group
-        .info_field(leader, "raft_last_applied")
-        .and_then(|value| value.parse().ok())
-        .unwrap();
+    let applied: u64 = raft_index(&group, leader, "raft_last_applied");
     let () = redis::cmd("SAVE").query(&mut connection).unwrap();
-    let snapshot: u64 = group
-        .info_field(leader, "raft_snapshot_index")
-        .and_then(|value| value.parse().ok())
-        .unwrap();
+    let snapshot: u64 = raft_index(&group, leader, "raft_snapshot_index");
     assert!(
         snapshot >= applied,
         "snapshot {snapshot}, applied {applied}"
@@ -198,10 +200,7 @@ fn save_takes_a_snapshot_of_the_group_and_moves_lastsave() {
     assert_eq!(started, "Background saving started");
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let taken: u64 = group
-            .info_field(follower, "raft_snapshot_index")
-            .and_then(|value| value.parse().ok())
-            .unwrap();
+        let taken: u64 = raft_index(&group, follower, "raft_snapshot_index");
         if taken >= applied {
             break;
         }

@@ -2,50 +2,20 @@
 //! order, timeouts in both protocols, requests pipelined behind a blocked one,
 //! chains of BLMOVE, disconnects, CLIENT UNBLOCK and INFO blocked_clients.
 
-use slotraft_tests::support::{Raw, Server};
+use slotraft_tests::support::Server;
 use std::time::{Duration, Instant};
-
-/// Waits until INFO reports `count` blocked clients.
-fn wait_blocked(server: &Server, count: usize) {
-    let mut client = server.connect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        client.command(&[b"INFO", b"clients"]);
-        let info = client.read_frame();
-        let text = String::from_utf8_lossy(info.as_bytes().expect("INFO is a bulk")).into_owned();
-        if text.contains(&format!("blocked_clients:{count}\r\n")) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "blocked_clients never reached {count}: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn blocked(server: &Server, arguments: &[&str], count: usize) -> Raw {
-    let mut client = server.connect();
-    let arguments: Vec<&[u8]> = arguments
-        .iter()
-        .map(|argument| argument.as_bytes())
-        .collect();
-    client.command(&arguments);
-    wait_blocked(server, count);
-    client
-}
 
 #[test]
 fn clients_blocked_on_one_list_are_served_in_blocking_order() {
     let server = Server::start(&[]);
-    let mut first = blocked(&server, &["BLPOP", "queue", "0"], 1);
-    let mut second = blocked(&server, &["BLPOP", "other", "queue", "0"], 2);
+    let mut first = server.blocked(&["BLPOP", "queue", "0"], 1);
+    let mut second = server.blocked(&["BLPOP", "other", "queue", "0"], 2);
     let mut pusher = server.connect();
     pusher.roundtrip(&["RPUSH", "queue", "a", "b", "c"], ":3\r\n");
     first.expect(b"*2\r\n$5\r\nqueue\r\n$1\r\na\r\n");
     second.expect(b"*2\r\n$5\r\nqueue\r\n$1\r\nb\r\n");
     pusher.roundtrip(&["LRANGE", "queue", "0", "-1"], "*1\r\n$1\r\nc\r\n");
-    wait_blocked(&server, 0);
+    server.wait_blocked(0);
 }
 
 #[test]
@@ -88,7 +58,7 @@ fn requests_pipelined_behind_a_blocked_one_wait_for_it() {
     let server = Server::start(&[]);
     let mut client = server.connect();
     client.send(b"BLPOP jobs 0\r\nLLEN jobs\r\nPING\r\n");
-    wait_blocked(&server, 1);
+    server.wait_blocked(1);
     let mut pusher = server.connect();
     pusher.roundtrip(&["LPUSH", "jobs", "x", "y"], ":2\r\n");
     // The pop came first, then the requests behind it saw its effect.
@@ -98,12 +68,8 @@ fn requests_pipelined_behind_a_blocked_one_wait_for_it() {
 #[test]
 fn a_served_blmove_wakes_the_destination_waiter() {
     let server = Server::start(&[]);
-    let mut end = blocked(&server, &["BLPOP", "done", "0"], 1);
-    let mut mover = blocked(
-        &server,
-        &["BLMOVE", "todo", "done", "LEFT", "RIGHT", "0"],
-        2,
-    );
+    let mut end = server.blocked(&["BLPOP", "done", "0"], 1);
+    let mut mover = server.blocked(&["BLMOVE", "todo", "done", "LEFT", "RIGHT", "0"], 2);
     let mut pusher = server.connect();
     pusher.roundtrip(&["RPUSH", "todo", "task"], ":1\r\n");
     mover.expect(b"$4\r\ntask\r\n");
@@ -114,9 +80,9 @@ fn a_served_blmove_wakes_the_destination_waiter() {
 #[test]
 fn a_disconnected_waiter_takes_nothing() {
     let server = Server::start(&[]);
-    let gone = blocked(&server, &["BLPOP", "q", "0"], 1);
+    let gone = server.blocked(&["BLPOP", "q", "0"], 1);
     drop(gone);
-    wait_blocked(&server, 0);
+    server.wait_blocked(0);
     let mut pusher = server.connect();
     pusher.roundtrip(&["RPUSH", "q", "kept"], ":1\r\n");
     pusher.roundtrip(&["LLEN", "q"], ":1\r\n");
@@ -133,11 +99,11 @@ fn client_unblock_ends_a_wait() {
     let id = id.to_string();
     let mut admin = server.connect();
     waiting.command(&[b"BLPOP", b"q", b"0"]);
-    wait_blocked(&server, 1);
+    server.wait_blocked(1);
     admin.roundtrip(&["CLIENT", "UNBLOCK", &id], ":1\r\n");
     waiting.expect(b"*-1\r\n");
     waiting.command(&[b"BRPOP", b"q", b"0"]);
-    wait_blocked(&server, 1);
+    server.wait_blocked(1);
     admin.roundtrip(&["CLIENT", "UNBLOCK", &id, "ERROR"], ":1\r\n");
     waiting.expect(b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n");
     admin.roundtrip(&["CLIENT", "UNBLOCK", &id], ":0\r\n");
@@ -156,14 +122,14 @@ fn client_unblock_ends_a_wait() {
 #[test]
 fn sorted_set_waiters_wake_and_other_types_do_not_serve_list_waiters() {
     let server = Server::start(&[]);
-    let mut zwaiter = blocked(&server, &["BZPOPMIN", "scores", "0"], 1);
-    let mut lwaiter = blocked(&server, &["BLPOP", "mixed", "0"], 2);
+    let mut zwaiter = server.blocked(&["BZPOPMIN", "scores", "0"], 1);
+    let mut lwaiter = server.blocked(&["BLPOP", "mixed", "0"], 2);
     let mut writer = server.connect();
     writer.roundtrip(&["ZADD", "scores", "2", "b", "1", "a"], ":2\r\n");
     zwaiter.expect(b"*3\r\n$6\r\nscores\r\n$1\r\na\r\n$1\r\n1\r\n");
     // A sorted set under the list waiter's key leaves it waiting, as in Redis.
     writer.roundtrip(&["ZADD", "mixed", "1", "m"], ":1\r\n");
-    wait_blocked(&server, 1);
+    server.wait_blocked(1);
     writer.roundtrip(&["DEL", "mixed"], ":1\r\n");
     writer.roundtrip(&["RPUSH", "mixed", "item"], ":1\r\n");
     lwaiter.expect(b"*2\r\n$5\r\nmixed\r\n$4\r\nitem\r\n");

@@ -4,47 +4,31 @@
 //! both protocols, no blocking inside MULTI, and XREADGROUP waiters answered
 //! NOGROUP when their group or stream goes away (Redis 7.2).
 
-use slotraft_tests::support::{Raw, Server};
+use slotraft_tests::support::Server;
 use std::time::{Duration, Instant};
 
-fn wait_blocked(server: &Server, count: usize) {
-    let mut client = server.connect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        client.command(&[b"INFO", b"clients"]);
-        let info = client.read_frame();
-        let text = String::from_utf8_lossy(info.as_bytes().expect("INFO is a bulk")).into_owned();
-        if text.contains(&format!("blocked_clients:{count}\r\n")) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "blocked_clients never reached {count}: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn blocked(server: &Server, arguments: &[&str], count: usize) -> Raw {
-    let mut client = server.connect();
-    let arguments: Vec<&[u8]> = arguments
-        .iter()
-        .map(|argument| argument.as_bytes())
-        .collect();
-    client.command(&arguments);
-    wait_blocked(server, count);
-    client
-}
+/// Alice waits for new entries of stream `s` for group `g`.
+const ALICE_WAITS: &[&[u8]] = &[
+    b"XREADGROUP",
+    b"GROUP",
+    b"g",
+    b"alice",
+    b"BLOCK",
+    b"0",
+    b"STREAMS",
+    b"s",
+    b">",
+];
 
 #[test]
 fn xadd_serves_a_blocked_xread() {
     let server = Server::start(&[]);
     let mut writer = server.connect();
     writer.roundtrip(&["XADD", "s", "1-1", "a", "1"], "$3\r\n1-1\r\n");
-    let mut reader = blocked(&server, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"], 1);
+    let mut reader = server.blocked(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"], 1);
     writer.roundtrip(&["XADD", "s", "2-1", "b", "2"], "$3\r\n2-1\r\n");
     reader.expect(b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n2-1\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n");
-    wait_blocked(&server, 0);
+    server.wait_blocked(0);
 }
 
 #[test]
@@ -52,7 +36,7 @@ fn dollar_is_pinned_and_a_transaction_wakes_the_waiter_after_exec() {
     let server = Server::start(&[]);
     let mut writer = server.connect();
     writer.roundtrip(&["XADD", "s", "1-1", "a", "1"], "$3\r\n1-1\r\n");
-    let mut reader = blocked(&server, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"], 1);
+    let mut reader = server.blocked(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"], 1);
     writer.roundtrip(&["MULTI"], "+OK\r\n");
     writer.roundtrip(&["XADD", "s", "2-1", "b", "2"], "+QUEUED\r\n");
     writer.roundtrip(&["XADD", "s", "3-1", "c", "3"], "+QUEUED\r\n");
@@ -62,8 +46,7 @@ fn dollar_is_pinned_and_a_transaction_wakes_the_waiter_after_exec() {
         b"*1\r\n*2\r\n$1\r\ns\r\n*2\r\n*2\r\n$3\r\n2-1\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$3\r\n3-1\r\n*2\r\n$1\r\nc\r\n$1\r\n3\r\n",
     );
     // A missing stream's `$` is 0-0: its first entry serves the waiter.
-    let mut reader = blocked(
-        &server,
+    let mut reader = server.blocked(
         &["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "new", "$"],
         1,
     );
@@ -122,8 +105,7 @@ fn xreadgroup_waiters_get_entries_and_learn_when_their_group_is_gone() {
     let server = Server::start(&[]);
     let mut admin = server.connect();
     admin.roundtrip(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"], "+OK\r\n");
-    let mut reader = blocked(
-        &server,
+    let mut reader = server.blocked(
         &[
             "XREADGROUP",
             "GROUP",
@@ -145,57 +127,27 @@ fn xreadgroup_waiters_get_entries_and_learn_when_their_group_is_gone() {
         "*4\r\n:1\r\n$3\r\n1-1\r\n$3\r\n1-1\r\n*1\r\n*2\r\n$5\r\nalice\r\n$1\r\n1\r\n",
     );
     // Destroying the group ends the wait with NOGROUP.
-    reader.command(&[
-        b"XREADGROUP",
-        b"GROUP",
-        b"g",
-        b"alice",
-        b"BLOCK",
-        b"0",
-        b"STREAMS",
-        b"s",
-        b">",
-    ]);
-    wait_blocked(&server, 1);
+    reader.command(ALICE_WAITS);
+    server.wait_blocked(1);
     admin.roundtrip(&["XGROUP", "DESTROY", "s", "g"], ":1\r\n");
     reader.expect(
         b"-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\r\n",
     );
     // So does deleting the stream.
     admin.roundtrip(&["XGROUP", "CREATE", "s", "g", "$"], "+OK\r\n");
-    reader.command(&[
-        b"XREADGROUP",
-        b"GROUP",
-        b"g",
-        b"alice",
-        b"BLOCK",
-        b"0",
-        b"STREAMS",
-        b"s",
-        b">",
-    ]);
-    wait_blocked(&server, 1);
+    reader.command(ALICE_WAITS);
+    server.wait_blocked(1);
     admin.roundtrip(&["DEL", "s"], ":1\r\n");
     reader.expect(
         b"-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\r\n",
     );
     // And renaming it away.
     admin.roundtrip(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"], "+OK\r\n");
-    reader.command(&[
-        b"XREADGROUP",
-        b"GROUP",
-        b"g",
-        b"alice",
-        b"BLOCK",
-        b"0",
-        b"STREAMS",
-        b"s",
-        b">",
-    ]);
-    wait_blocked(&server, 1);
+    reader.command(ALICE_WAITS);
+    server.wait_blocked(1);
     admin.roundtrip(&["RENAME", "s", "elsewhere"], "+OK\r\n");
     reader.expect(
         b"-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\r\n",
     );
-    wait_blocked(&server, 0);
+    server.wait_blocked(0);
 }

@@ -134,6 +134,39 @@ impl Server {
         self.child.id()
     }
 
+    /// Waits until INFO reports `count` blocked clients.
+    pub fn wait_blocked(&self, count: usize) {
+        let mut client = self.connect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            client.command(&[b"INFO", b"clients"]);
+            let info = client.read_frame();
+            let text =
+                String::from_utf8_lossy(info.as_bytes().expect("INFO is a bulk")).into_owned();
+            if text.contains(&format!("blocked_clients:{count}\r\n")) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "blocked_clients never reached {count}: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends `arguments` on a new connection and waits until the server
+    /// counts `count` blocked clients; the connection waits for its reply.
+    pub fn blocked(&self, arguments: &[&str], count: usize) -> Raw {
+        let mut client = self.connect();
+        let arguments: Vec<&[u8]> = arguments
+            .iter()
+            .map(|argument| argument.as_bytes())
+            .collect();
+        client.command(&arguments);
+        self.wait_blocked(count);
+        client
+    }
+
     /// Ends the process (SIGKILL if it still runs) and keeps its directory,
     /// for a restart with [`Server::start_in`].
     pub fn into_dir(mut self) -> ScratchDir {

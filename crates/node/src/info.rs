@@ -14,22 +14,8 @@ use std::sync::atomic::Ordering;
 /// The Redis version slotraft answers as (clients gate features on it).
 pub const REDIS_VERSION: &str = "7.2.4";
 
-const DEFAULT_SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "modules",
-    "errorstats",
-    "cluster",
-    "keyspace",
-];
-
-/// `INFO all` and `INFO everything`: the default sections and the per-command
-/// ones, in Redis's order.
+/// `INFO all` and `INFO everything`, in Redis's order; the default sections
+/// are these but the per-command ones.
 const ALL_SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -46,14 +32,24 @@ const ALL_SECTIONS: &[&str] = &[
     "keyspace",
 ];
 
+/// Sections only `all` and `everything` (or their own names) show.
+const PER_COMMAND_SECTIONS: &[&str] = &["commandstats", "latencystats"];
+
+fn default_sections() -> impl Iterator<Item = String> {
+    ALL_SECTIONS
+        .iter()
+        .filter(|name| !PER_COMMAND_SECTIONS.contains(name))
+        .map(|name| name.to_string())
+}
+
 pub fn info(shared: &Shared, arguments: &[Bytes]) -> Frame {
     let mut sections: Vec<String> = Vec::new();
     if arguments.len() == 1 {
-        sections.extend(DEFAULT_SECTIONS.iter().map(|name| name.to_string()));
+        sections.extend(default_sections());
     }
     for argument in &arguments[1..] {
         if is_keyword(argument, "default") {
-            sections.extend(DEFAULT_SECTIONS.iter().map(|name| name.to_string()));
+            sections.extend(default_sections());
         } else if is_keyword(argument, "all") || is_keyword(argument, "everything") {
             sections.extend(ALL_SECTIONS.iter().map(|name| name.to_string()));
         } else {

@@ -31,6 +31,8 @@ const SAVE_POINT_CHECK: Duration = Duration::from_secs(1);
 const RETRY_AFTER_FAILURE_MS: u64 = 5_000;
 
 pub const IN_PROGRESS: &str = "ERR Background save already in progress";
+/// SAVE/BGSAVE reaching this module on a node without a snapshot file.
+const NOT_STANDALONE: &str = "ERR this node keeps its data in its Raft log";
 
 #[derive(Debug, Clone, Copy)]
 pub struct SaveState {
@@ -161,7 +163,7 @@ fn finish(state: &Mutex<SaveState>, dirty: u64, result: &std::io::Result<()>) {
 /// SAVE: writes the snapshot now and answers when it is on disk.
 pub fn save(shared: &Shared) -> Result<(), String> {
     let Some(persistence) = shared.persistence.get() else {
-        return Err(not_standalone());
+        return Err(NOT_STANDALONE.to_string());
     };
     {
         let mut state = lock(&persistence.state);
@@ -183,7 +185,7 @@ pub fn save(shared: &Shared) -> Result<(), String> {
 /// BGSAVE: copies the keyspace and writes it on a blocking-pool thread.
 pub fn bgsave(shared: &Shared) -> Result<(), &'static str> {
     let Some(persistence) = shared.persistence.get() else {
-        return Err("ERR this node keeps its data in its Raft log");
+        return Err(NOT_STANDALONE);
     };
     {
         let mut state = lock(&persistence.state);
@@ -205,10 +207,6 @@ pub fn bgsave(shared: &Shared) -> Result<(), &'static str> {
         finish(&state, dirty, &result);
     });
     Ok(())
-}
-
-fn not_standalone() -> String {
-    String::from("ERR this node keeps its data in its Raft log")
 }
 
 /// The `save` parameter's points: (seconds, changes).

@@ -134,6 +134,19 @@ fn count_argument(argument: &[u8]) -> Result<u64, Frame> {
     Ok(args::parse_i64(argument)?.max(0) as u64)
 }
 
+/// WAIT's (numreplicas, timeout) or WAITAOF's (numlocal, numreplicas,
+/// timeout), as (local, wanted, timeout); `local` is 0 for WAIT.
+fn wait_arguments(aof: bool, arguments: &[Bytes]) -> Result<(u64, u64, Option<Duration>), Frame> {
+    let local = if aof {
+        count_argument(&arguments[1])?
+    } else {
+        0
+    };
+    let wanted = count_argument(&arguments[arguments.len() - 2])?;
+    let timeout = timeout_argument(&arguments[arguments.len() - 1])?;
+    Ok((local, wanted, timeout))
+}
+
 fn timeout_argument(argument: &[u8]) -> Result<Option<Duration>, Frame> {
     match args::parse_i64(argument) {
         Ok(0) => Ok(None),
@@ -186,16 +199,7 @@ pub async fn wait(shared: &Shared, name: &str, arguments: &[Bytes]) -> Option<Fr
         return None;
     }
     let aof = name == "waitaof";
-    let parsed = (|| {
-        let local = if aof {
-            count_argument(&arguments[1])?
-        } else {
-            0
-        };
-        let wanted = count_argument(&arguments[arguments.len() - 2])?;
-        let timeout = timeout_argument(&arguments[arguments.len() - 1])?;
-        Ok::<_, Frame>((local, wanted, timeout))
-    })();
+    let parsed = wait_arguments(aof, arguments);
     let (local, wanted, timeout) = match parsed {
         Ok(parsed) => parsed,
         Err(error) => return Some(error),
@@ -238,16 +242,7 @@ pub fn standalone_wait(
     arguments: &[Bytes],
 ) -> Result<Frame, (Option<Duration>, Frame)> {
     let aof = name == "waitaof";
-    let parsed = (|| {
-        let local = if aof {
-            count_argument(&arguments[1])?
-        } else {
-            0
-        };
-        let wanted = count_argument(&arguments[arguments.len() - 2])?;
-        let timeout = timeout_argument(&arguments[arguments.len() - 1])?;
-        Ok::<_, Frame>((local, wanted, timeout))
-    })();
+    let parsed = wait_arguments(aof, arguments);
     let (local, wanted, timeout) = match parsed {
         Ok(parsed) => parsed,
         Err(error) => return Ok(error),
@@ -287,12 +282,7 @@ pub fn persistence(shared: &Shared, name: &str, arguments: &[Bytes]) -> Frame {
             };
             Frame::Integer((last_ms / 1000) as i64)
         }
-        "save" if on_raft => {
-            // Reached only inside a transaction (the connection runs SAVE
-            // itself otherwise): start the snapshots, as BGSAVE would.
-            start_raft_snapshots(shared);
-            Frame::OK
-        }
+        // On a replica the connection runs SAVE itself (`raft_save`).
         "save" => match tokio::task::block_in_place(|| crate::persist::save(shared)) {
             Ok(()) => Frame::OK,
             Err(error) => Frame::error_owned(error),
@@ -440,30 +430,30 @@ pub fn module(name: &str) -> Frame {
     }
 }
 
-/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT ms] where it needs no
-/// waiting: refusals. A group's leader hands its leadership over in
-/// [`failover`].
-pub fn failover_refusal(shared: &Shared, arguments: &[Bytes]) -> Option<Frame> {
+/// What FAILOVER may do here: hand over leadership of this node's group
+/// (its target and timeout), or the refusal to answer.
+pub fn failover_check(shared: &Shared, arguments: &[Bytes]) -> Result<FailoverOptions, Frame> {
     if shared.cluster.is_some() {
-        return Some(Frame::error("ERR FAILOVER not allowed in cluster mode."));
+        return Err(Frame::error("ERR FAILOVER not allowed in cluster mode."));
     }
-    if let Err(error) = failover_options(arguments) {
-        return Some(error);
-    }
+    let options = failover_options(arguments)?;
     if arguments[1..]
         .iter()
         .any(|word| args::is_keyword(word, "abort"))
     {
-        return Some(Frame::error("ERR No failover in progress."));
+        return Err(Frame::error("ERR No failover in progress."));
     }
     match &shared.replica {
-        None => Some(Frame::error("ERR FAILOVER requires connected replicas.")),
-        Some(replica) if !leads(replica) => Some(Frame::error(
+        None => Err(Frame::error("ERR FAILOVER requires connected replicas.")),
+        Some(replica) if !leads(replica) => Err(Frame::error(
             "ERR FAILOVER is not valid when server is a replica.",
         )),
-        Some(_) => None,
+        Some(_) => Ok(options),
     }
 }
+
+/// FAILOVER's target (host, port) and timeout.
+type FailoverOptions = (Option<(String, u16)>, Option<Duration>);
 
 /// FAILOVER's target (host, port) and timeout.
 #[allow(clippy::type_complexity)]
@@ -504,15 +494,12 @@ fn failover_options(
 /// FAILOVER on a group's leader: hands leadership to the named member, or to
 /// the one holding most of the log, and answers once it has moved.
 pub async fn failover(shared: &Shared, arguments: &[Bytes]) -> Frame {
-    if let Some(refusal) = failover_refusal(shared, arguments) {
-        return refusal;
-    }
+    let (target, timeout) = match failover_check(shared, arguments) {
+        Ok(options) => options,
+        Err(refusal) => return refusal,
+    };
     let Some(replica) = &shared.replica else {
         return Frame::error("ERR FAILOVER requires connected replicas.");
-    };
-    let (target, timeout) = match failover_options(arguments) {
-        Ok(options) => options,
-        Err(error) => return error,
     };
     let held = matched(replica);
     let chosen = match target {

@@ -362,8 +362,11 @@ pub fn execute(
         "role" => crate::role::role(shared),
         "lolwut" => bulk_text(format!("Redis ver. {}\n", crate::info::REDIS_VERSION)),
         "replicaof" | "slaveof" => crate::role::replicaof(shared, arguments),
-        "failover" => crate::role::failover_refusal(shared, arguments)
-            .unwrap_or_else(|| Frame::error("ERR FAILOVER is answered by the group's leader")),
+        "failover" => match crate::role::failover_check(shared, arguments) {
+            Err(refusal) => refusal,
+            // A group's leader runs FAILOVER on its connection (it waits).
+            Ok(_) => Frame::error("ERR FAILOVER is answered by the group's leader"),
+        },
         "sync" | "psync" => Frame::error(
             "ERR this node replicates through Raft groups, not the Redis replication protocol",
         ),

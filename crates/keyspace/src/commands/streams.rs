@@ -2408,20 +2408,18 @@ mod tests {
         );
         // XREADGROUP `>` blocks on nothing new and keeps its arguments.
         h.run(&["XGROUP", "CREATE", "s", "g", "$"]);
-        assert_eq!(
-            h.run(&[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "s",
-                ">"
-            ]),
-            Frame::NullArray
-        );
+        let waits = [
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "0",
+            "STREAMS",
+            "s",
+            ">",
+        ];
+        assert_eq!(h.run(&waits), Frame::NullArray);
         let block = h.context.block.clone().expect("blocked");
         assert_eq!((block.timeout_ms, block.arguments), (0, None));
         // A destroyed group wakes it, and it answers NOGROUP when run again.
@@ -2429,17 +2427,7 @@ mod tests {
         h.run(&["XGROUP", "DESTROY", "s", "g"]);
         assert_eq!(h.keyspace.take_ready_keys().len(), 1);
         assert_eq!(
-            h.run(&[
-                "XREADGROUP",
-                "GROUP",
-                "g",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "s",
-                ">"
-            ]),
+            h.run(&waits),
             Frame::error(
                 "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
             )
