@@ -101,6 +101,11 @@ fn plain_clients_use_the_whole_cluster_through_the_router() {
         &["SELECT", "1"],
         "-ERR SELECT is not allowed in cluster mode\r\n",
     );
+    // Tracking would put invalidations on shared upstream links.
+    raw.roundtrip(
+        &["CLIENT", "TRACKING", "on"],
+        "-ERR client-side caching is not available through the router; connect to the cluster's nodes\r\n",
+    );
     raw.roundtrip(&["PING"], "+PONG\r\n");
 
     // MULTI/EXEC on one slot.

@@ -10,3 +10,4 @@ mod t60_scripting;
 mod t70_eviction;
 mod t80_random_differential;
 mod t90_role_and_wait;
+mod t95_tracking;

@@ -8,6 +8,7 @@ mod t40_server_commands;
 mod t45_diagnostics;
 mod t46_persistence;
 mod t47_acl_and_admin;
+mod t48_tracking;
 mod t50_differential;
 mod t55_random_differential;
 mod t60_blocking;

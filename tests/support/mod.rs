@@ -274,6 +274,67 @@ impl Raw {
 }
 
 /// Sends `signal` (`STOP`, `CONT` ...) to process `pid`.
+/// A connection that keeps apart the out-of-band messages it receives (pushes, or `message` arrays on a RESP2 subscriber),
+/// each as the exact bytes the server sent.
+pub struct Peer {
+    pub raw: Raw,
+    buffer: Vec<u8>,
+    pub pushes: Vec<String>,
+}
+
+impl Peer {
+    pub fn connect(port: u16) -> Peer {
+        Peer {
+            raw: Raw::connect(port),
+            buffer: Vec::new(),
+            pushes: Vec::new(),
+        }
+    }
+
+    /// The next whole frame, and its exact bytes.
+    pub fn next_frame(&mut self) -> (resp::Frame, String) {
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Ok(Some((frame, used))) = resp::parse_reply(&self.buffer) {
+                let wire = String::from_utf8_lossy(&self.buffer[..used]).into_owned();
+                self.buffer.drain(..used);
+                return (frame, wire);
+            }
+            let count = self.raw.stream.read(&mut chunk).expect("read");
+            assert!(count > 0, "connection closed");
+            self.buffer.extend_from_slice(&chunk[..count]);
+        }
+    }
+
+    /// Sends a command and returns its reply, setting messages aside.
+    pub fn call(&mut self, arguments: &[&str]) -> String {
+        let arguments: Vec<&[u8]> = arguments.iter().map(|a| a.as_bytes()).collect();
+        self.raw.command(&arguments);
+        loop {
+            let (frame, wire) = self.next_frame();
+            let message = match &frame {
+                resp::Frame::Push(_) => true,
+                resp::Frame::Array(items) => {
+                    matches!(items.first(), Some(resp::Frame::Bulk(kind)) if &kind[..] == b"message")
+                }
+                _ => false,
+            };
+            if message {
+                self.pushes.push(wire);
+            } else {
+                return wire;
+            }
+        }
+    }
+
+    /// Everything sent to this connection so far: two PINGs, since a
+    /// message queued before the first one comes no later than its reply.
+    pub fn settle(&mut self) {
+        self.call(&["PING"]);
+        self.call(&["PING"]);
+    }
+}
+
 pub fn send_signal(pid: u32, signal: &str) {
     let status = std::process::Command::new("kill")
         .arg(format!("-{signal}"))

@@ -125,6 +125,9 @@ impl Keyspace {
         }
         self.stats.evicted_keys += 1;
         self.stats.dirty += 1;
+        if self.config.tracking_on() {
+            self.invalidations.push(&Bytes::copy_from_slice(key), false);
+        }
         if self.config.notify_flags & notify::class::EVICTED != 0 {
             let key = Bytes::copy_from_slice(key);
             self.record_event(db, notify::class::EVICTED, "evicted", &key);

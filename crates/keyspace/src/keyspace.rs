@@ -7,6 +7,8 @@ use crate::value::Value;
 use bytes::Bytes;
 use resp::Protocol;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// What a blocking command (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, the BZPOP
 /// family, XREAD and XREADGROUP with BLOCK) waits for
@@ -117,6 +119,20 @@ pub struct KeyspaceConfig {
     /// before it is stopped. It decides outcomes, so every replica of a group
     /// must use the same value.
     pub script_instruction_limit: u64,
+    /// On while some client of the node tracks keys (CLIENT TRACKING): the
+    /// keyspace then records the keys writes change, for the node to send
+    /// invalidations (see [`Keyspace::take_invalidations`]). A switch the
+    /// node flips, shared by every keyspace it hosts; not replicated state.
+    pub tracking: Option<Arc<AtomicBool>>,
+}
+
+impl KeyspaceConfig {
+    /// Whether writes record the keys they change (see [`KeyspaceConfig::tracking`]).
+    pub fn tracking_on(&self) -> bool {
+        self.tracking
+            .as_ref()
+            .is_some_and(|switch| switch.load(Ordering::Relaxed))
+    }
 }
 
 impl Default for KeyspaceConfig {
@@ -132,6 +148,7 @@ impl Default for KeyspaceConfig {
             notify_flags: 0,
             max_memory: None,
             script_instruction_limit: DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
+            tracking: None,
         }
     }
 }
@@ -213,6 +230,42 @@ pub struct Keyspace {
     /// (database, arguments) of each command a script ran since the last
     /// [`Keyspace::take_script_calls`], while recording.
     script_calls: Vec<(usize, Vec<Bytes>)>,
+    /// Keys changed since the last [`Keyspace::take_invalidations`], while
+    /// [`KeyspaceConfig::tracking`] is on (not replicated state).
+    pub(crate) invalidations: Invalidations,
+}
+
+/// Most keys [`Invalidations`] holds between two drains; past it they
+/// become one flush (every client drops everything it cached).
+pub const MAX_INVALIDATIONS: usize = 1 << 16;
+
+/// What client-side caches must drop: the keys writes changed, or all of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invalidations {
+    /// Each changed key (by name: tracking ignores databases, as Redis's),
+    /// with whether a command changed it (false: expiry or eviction). A
+    /// client that asked for NOLOOP is not told of its own commands' writes.
+    pub keys: Vec<(Bytes, bool)>,
+    /// FLUSHDB or FLUSHALL ran (or too many keys changed to list).
+    pub flushed: bool,
+}
+
+impl Invalidations {
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && !self.flushed
+    }
+
+    pub(crate) fn push(&mut self, key: &Bytes, by_command: bool) {
+        if self.flushed {
+            return;
+        }
+        if self.keys.len() >= MAX_INVALIDATIONS {
+            self.keys = Vec::new();
+            self.flushed = true;
+            return;
+        }
+        self.keys.push((key.clone(), by_command));
+    }
 }
 
 /// A message a script published: delivered by the node once the script's
@@ -249,6 +302,7 @@ impl Keyspace {
             published: Vec::new(),
             record_script_calls: false,
             script_calls: Vec::new(),
+            invalidations: Invalidations::default(),
         }
     }
 
@@ -277,6 +331,7 @@ impl Keyspace {
             published: Vec::new(),
             record_script_calls: false,
             script_calls: Vec::new(),
+            invalidations: Invalidations::default(),
         }
     }
 
@@ -538,6 +593,15 @@ impl Keyspace {
     /// The messages scripts published since the last call.
     pub fn take_published(&mut self) -> Vec<Published> {
         std::mem::take(&mut self.published)
+    }
+
+    /// The keys changed since the last call while tracking was on (see
+    /// [`KeyspaceConfig::tracking`]), expired keys included.
+    pub fn take_invalidations(&mut self) -> Invalidations {
+        if self.recording_expired {
+            self.collect_expired();
+        }
+        std::mem::take(&mut self.invalidations)
     }
 
     pub fn take_ready_keys(&mut self) -> Vec<(usize, Bytes)> {

@@ -37,7 +37,7 @@ pub mod zset;
 pub use command::{CommandSpec, Handler};
 pub use db::{Db, DbLayout, Entry};
 pub use keyspace::{
-    BlockOn, Context, Keyspace, KeyspaceConfig, Published, SlotState, Stats,
+    BlockOn, Context, Invalidations, Keyspace, KeyspaceConfig, Published, SlotState, Stats,
     DEFAULT_SCRIPT_INSTRUCTION_LIMIT,
 };
 pub use rng::Rng;
@@ -70,7 +70,7 @@ impl Keyspace {
         context: &mut Context,
         arguments: &[Bytes],
     ) -> Frame {
-        if self.config.notify_flags != 0 || self.recording_expired {
+        if self.config.notify_flags != 0 || self.recording_expired || self.config.tracking_on() {
             return self.execute_notifying(spec, context, arguments);
         }
         self.execute_quietly(spec, context, arguments)
@@ -84,7 +84,8 @@ impl Keyspace {
         context: &mut Context,
         arguments: &[Bytes],
     ) -> Frame {
-        let on = notify::publishes(self.config.notify_flags);
+        let tracking = self.config.tracking_on();
+        let on = notify::publishes(self.config.notify_flags) || tracking;
         if on != self.recording_expired {
             for db in &mut self.dbs {
                 db.record_expired(on);
@@ -136,6 +137,21 @@ impl Keyspace {
                 }
             }
             return reply;
+        }
+        if tracking && spec.is_write() && !matches!(reply, Frame::Error(_)) {
+            if matches!(spec.name, "flushall" | "flushdb") {
+                // Redis tells every tracking client after a flush, even of
+                // an empty database.
+                self.invalidations.flushed = true;
+            } else if self.stats.dirty != dirty || spec.group == "stream" {
+                // A key absent before and after was not changed (DEL of a
+                // missing key among present ones).
+                for ((_, key), existed) in keys.iter().zip(&existed) {
+                    if *existed || self.dbs[db].peek(key, now_ms).is_some() {
+                        self.invalidations.push(key, true);
+                    }
+                }
+            }
         }
         if spec.group != "stream" && (matches!(reply, Frame::Error(_)) || self.stats.dirty == dirty)
         {
@@ -210,6 +226,9 @@ impl Keyspace {
     fn collect_expired(&mut self) {
         for index in 0..self.dbs.len() {
             for key in self.dbs[index].take_expired() {
+                if self.config.tracking_on() {
+                    self.invalidations.push(&key, false);
+                }
                 self.record_event(index, notify::class::EXPIRED, "expired", &key);
             }
         }

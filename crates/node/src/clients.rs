@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::pubsub::Subscriber;
 use tokio::sync::Notify;
 
 /// What the registry knows about one connection; the connection task updates it.
@@ -20,6 +22,11 @@ pub struct ClientInfo {
     pub details: Mutex<ClientDetails>,
     killed: AtomicBool,
     kill_signal: Notify,
+    /// Set once the connection is gone (a tracking redirection to it is broken).
+    closed: AtomicBool,
+    /// The connection's outbox while it has one (subscribed, monitoring or
+    /// tracking): where other connections' invalidations reach it.
+    inbox: Mutex<Weak<Subscriber>>,
 }
 
 /// Mutable text fields.
@@ -31,6 +38,17 @@ pub struct ClientDetails {
     /// The name of the command run last (`""` before the first).
     pub last_command: &'static str,
     pub no_evict: bool,
+    /// CLIENT TRACKING's state as CLIENT LIST shows it (None: off).
+    pub tracking: Option<TrackingFlags>,
+}
+
+/// What CLIENT LIST shows of a tracking client.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TrackingFlags {
+    pub bcast: bool,
+    pub broken_redirect: bool,
+    /// The client invalidations go to (0: this one).
+    pub redirect: u64,
 }
 
 impl ClientInfo {
@@ -52,7 +70,29 @@ impl ClientInfo {
             details: Mutex::new(ClientDetails::default()),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
+            closed: AtomicBool::new(false),
+            inbox: Mutex::new(Weak::new()),
         })
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The connection's outbox, if it has one now.
+    pub fn inbox(&self) -> Option<Arc<Subscriber>> {
+        self.inbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .upgrade()
+    }
+
+    /// Records the connection's outbox (see [`ClientInfo::inbox`]).
+    pub fn set_inbox(&self, inbox: &Arc<Subscriber>) {
+        *self
+            .inbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::downgrade(inbox);
     }
 
     pub fn details(&self) -> std::sync::MutexGuard<'_, ClientDetails> {
@@ -90,11 +130,29 @@ impl ClientInfo {
             .local
             .map(|address| address.to_string())
             .unwrap_or_default();
-        let flags = if details.no_evict { "e" } else { "N" };
+        let mut flags = String::new();
+        if let Some(tracking) = details.tracking {
+            flags.push('t');
+            if tracking.broken_redirect {
+                flags.push('R');
+            }
+            if tracking.bcast {
+                flags.push('B');
+            }
+        }
+        if details.no_evict {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let redirect = details
+            .tracking
+            .map_or(-1, |tracking| tracking.redirect as i64);
         format!(
             "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 \
              qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r \
-             cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+             cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.peer,
             local,
@@ -105,6 +163,7 @@ impl ClientInfo {
             self.db.load(Ordering::Relaxed),
             self.query_buffer_bytes.load(Ordering::Relaxed),
             if details.last_command.is_empty() { "NULL" } else { details.last_command },
+            redirect,
             self.protocol.load(Ordering::Relaxed),
             details.library_name,
             details.library_version,
@@ -134,7 +193,13 @@ impl Clients {
     }
 
     pub fn unregister(&self, id: u64) {
-        self.map().remove(&id);
+        if let Some(client) = self.map().remove(&id) {
+            client.closed.store(true, Ordering::Release);
+        }
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.map().get(&id).cloned()
     }
 
     pub fn count(&self) -> usize {

@@ -96,6 +96,7 @@ const PARAMETERS: &[Parameter] = &[
     // value: set at start-up only.
     fixed("lua-instruction-limit", int(1000, LONG_MAX), "1000000000"),
     param("maxclients", int(1, INT_MAX), "10000"),
+    param("tracking-table-max-keys", int(0, LONG_MAX), "1000000"),
     param("timeout", int(0, INT_MAX), "0"),
     param("tcp-keepalive", int(0, INT_MAX), "300"),
     param("hz", int(0, INT_MAX), "10"),
@@ -377,7 +378,7 @@ impl Config {
         Ok(())
     }
 
-    fn integer(&self, name: &str) -> i64 {
+    pub fn integer(&self, name: &str) -> i64 {
         self.get(name)
             .and_then(|value| value.parse().ok())
             .unwrap_or(0)

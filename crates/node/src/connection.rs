@@ -149,12 +149,28 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
         .local
         .pubsub
         .forget(client.id, &session.subscriptions);
+    shared.local.tracking.disable(&client);
     shared.clients.unregister(client.id);
 }
 
 /// Publishes the keyspace events the keyspace recorded (nothing to do, and
-/// nearly free, while `notify-keyspace-events` is empty).
-pub fn publish_keyspace_events(shared: &Shared, keyspace: &mut keyspace::Keyspace) {
+/// nearly free, while `notify-keyspace-events` is empty), and sends tracking
+/// clients the invalidations for what changed; `writer` is the client whose
+/// commands ran (None for expiry).
+pub fn publish_keyspace_events(
+    shared: &Shared,
+    keyspace: &mut keyspace::Keyspace,
+    writer: Option<u64>,
+) {
+    if keyspace.config.tracking_on() {
+        let invalidations = keyspace.take_invalidations();
+        if !invalidations.is_empty() {
+            shared
+                .local
+                .tracking
+                .invalidate(invalidations, writer, shared.local.pubsub.limits());
+        }
+    }
     let calls = keyspace.take_script_calls();
     if !calls.is_empty() {
         crate::pubsub::feed_script_calls(&shared.local.pubsub, calls);
@@ -510,7 +526,7 @@ fn run_requests(
         drop(requests);
         serve_blocked_clients(shared, &mut store, now_ms);
         if let Some(store) = &mut store {
-            publish_keyspace_events(shared, &mut store.keyspace);
+            publish_keyspace_events(shared, &mut store.keyspace, Some(session.client.id));
         }
         if let Some(error) = parse_error {
             encode(
@@ -655,7 +671,7 @@ fn exec<'a>(
                 // Connection and server commands (SELECT, CLIENT ...) run in
                 // place, outside the keyspace lock.
                 if let Some(held) = store.as_mut() {
-                    publish_keyspace_events(shared, &mut held.keyspace);
+                    publish_keyspace_events(shared, &mut held.keyspace, Some(session.client.id));
                 }
                 *store = None;
                 session::execute(shared, session, spec, &arguments)
@@ -830,7 +846,7 @@ fn execute_request<'a>(
             // Node commands may take other locks or change limits: release the
             // keyspace first.
             if let Some(held) = store.as_mut() {
-                publish_keyspace_events(shared, &mut held.keyspace);
+                publish_keyspace_events(shared, &mut held.keyspace, Some(session.client.id));
             }
             *store = None;
             let (reply, flow) = session::execute(shared, session, spec, arguments);

@@ -157,7 +157,11 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
             line(&mut out, "client_recent_max_input_buffer", &0);
             line(&mut out, "client_recent_max_output_buffer", &0);
             line(&mut out, "blocked_clients", &shared.blocking.count());
-            line(&mut out, "tracking_clients", &0);
+            line(
+                &mut out,
+                "tracking_clients",
+                &shared.local.tracking.counts().0,
+            );
             line(&mut out, "pubsub_clients", &0);
             line(&mut out, "watching_clients", &0);
             line(&mut out, "clients_in_timeout_table", &0);
@@ -307,6 +311,10 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                 &shared.local.pubsub.pattern_count(),
             );
             line(&mut out, "pubsubshard_channels", &0);
+            let (_, keys, items, prefixes) = shared.local.tracking.counts();
+            line(&mut out, "tracking_total_keys", &keys);
+            line(&mut out, "tracking_total_items", &items);
+            line(&mut out, "tracking_total_prefixes", &prefixes);
             line(
                 &mut out,
                 "total_error_replies",

@@ -28,3 +28,4 @@ pub mod router;
 pub mod server;
 pub mod session;
 pub mod stats;
+pub mod tracking;

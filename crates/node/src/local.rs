@@ -1,5 +1,5 @@
 //! What one node keeps to itself and shares among the shards it hosts: its
-//! Pub/Sub subscriptions, the board its script runs are recorded on (see
+//! Pub/Sub subscriptions, its client-side caching table, the board its script runs are recorded on (see
 //! `crate::busy`), and on a cluster node the forwarder that carries PUBLISH
 //! to the other nodes.
 //!
@@ -10,10 +10,13 @@
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::pubsub::{Forwarder, OutputLimits, PubSub};
+use crate::tracking::Tracking;
 
 pub struct NodeLocal {
     pub pubsub: Arc<PubSub>,
     pub scripts: Arc<keyspace::ScriptActivity>,
+    /// Client-side caching's table (CLIENT TRACKING).
+    pub tracking: Arc<Tracking>,
     /// The run the busy watchdog watches and when it first saw it (FUNCTION
     /// STATS reports the duration from there).
     watched_run: Mutex<Option<(u64, tokio::time::Instant)>>,
@@ -27,6 +30,7 @@ impl NodeLocal {
         Arc::new(NodeLocal {
             pubsub: Arc::new(pubsub),
             scripts: keyspace::ScriptActivity::new(),
+            tracking: Arc::new(Tracking::default()),
             watched_run: Mutex::new(None),
             forwarder: OnceLock::new(),
         })

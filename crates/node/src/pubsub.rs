@@ -94,12 +94,24 @@ fn parse_memory(text: &str) -> Option<usize> {
 
 impl Subscriber {
     pub fn new(client: Arc<ClientInfo>, protocol: Protocol) -> Arc<Subscriber> {
-        Arc::new(Subscriber {
-            client,
+        let subscriber = Arc::new(Subscriber {
+            client: client.clone(),
             resp3: AtomicBool::new(protocol == Protocol::Resp3),
             outbox: Mutex::new(Outbox::default()),
             ready: Notify::new(),
-        })
+        });
+        client.set_inbox(&subscriber);
+        subscriber
+    }
+
+    /// Queues bytes already in the form of the connection's protocol (see
+    /// [`Subscriber::is_resp3`]).
+    pub fn deliver_wire(&self, wire: &[u8], limits: OutputLimits) {
+        self.queue(std::iter::once(wire), limits);
+    }
+
+    pub fn is_resp3(&self) -> bool {
+        self.resp3.load(Ordering::Relaxed)
     }
 
     pub fn set_protocol(&self, protocol: Protocol) {
@@ -121,15 +133,24 @@ impl Subscriber {
     /// Queues messages in order, taking the outbox once.
     fn deliver_all<'m>(&self, messages: impl Iterator<Item = &'m Message>, limits: OutputLimits) {
         let resp3 = self.resp3.load(Ordering::Relaxed);
+        self.queue(
+            messages.map(|message| {
+                if resp3 {
+                    &message.resp3[..]
+                } else {
+                    &message.resp2[..]
+                }
+            }),
+            limits,
+        );
+    }
+
+    /// Appends wire-form messages to the outbox, taking it once.
+    fn queue<'w>(&self, wires: impl Iterator<Item = &'w [u8]>, limits: OutputLimits) {
         let mut outbox = self.outbox();
         // A non-empty outbox was already announced and not drained yet.
         let announced = !outbox.bytes.is_empty();
-        for message in messages {
-            let wire = if resp3 {
-                &message.resp3
-            } else {
-                &message.resp2
-            };
+        for wire in wires {
             outbox.bytes.extend_from_slice(wire);
         }
         let size = outbox.bytes.len();
@@ -618,7 +639,8 @@ pub fn subscription_command(
                 Frame::Integer(session.subscriptions.count(kind) as i64),
             ]));
         }
-        if !session.subscriptions.active() {
+        // A tracking connection keeps its outbox for invalidations.
+        if !session.subscriptions.active() && session.tracking.is_none() {
             session.subscriptions.subscriber = None;
         }
     } else {

@@ -108,6 +108,12 @@ impl ApplyObserver for ReadyKeys {
         crate::pubsub::feed_script_calls(&self.local.pubsub, calls);
     }
 
+    fn invalidated(&self, invalidations: keyspace::Invalidations) {
+        self.local
+            .tracking
+            .invalidate(invalidations, None, self.local.pubsub.limits());
+    }
+
     fn published(&self, messages: Vec<keyspace::Published>) {
         crate::pubsub::deliver_script_messages(
             &self.local.pubsub,

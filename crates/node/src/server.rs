@@ -234,6 +234,10 @@ pub fn apply_config_to(config: &Config, keyspace: &mut KeyspaceConfig, local: &N
     keyspace.notify_flags =
         keyspace::notify::parse_flags(config.get("notify-keyspace-events").unwrap_or_default())
             .unwrap_or(0);
+    keyspace.tracking = Some(local.tracking.switch());
+    local
+        .tracking
+        .set_max_keys(config.integer("tracking-table-max-keys") as usize);
     local.pubsub.set_limits(crate::pubsub::OutputLimits::parse(
         config.get("client-output-buffer-limit").unwrap_or_default(),
     ));
@@ -359,7 +363,7 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
         }
         let mut store = shared.store();
         store.keyspace.active_expire_cycle(now_ms);
-        crate::connection::publish_keyspace_events(&shared, &mut store.keyspace);
+        crate::connection::publish_keyspace_events(&shared, &mut store.keyspace, None);
     }
 }
 

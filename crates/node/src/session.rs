@@ -142,6 +142,8 @@ pub struct Session {
     /// This connection's command statistics since they were last folded into
     /// the node's (see [`crate::stats`]).
     pub stats: crate::stats::LocalStats,
+    /// CLIENT TRACKING, while on.
+    pub tracking: Option<crate::tracking::SessionTracking>,
 }
 
 impl Session {
@@ -166,6 +168,7 @@ impl Session {
             last_command: "",
             deliveries: Default::default(),
             stats: Default::default(),
+            tracking: None,
         }
     }
 
@@ -196,6 +199,9 @@ impl Session {
     pub fn start_command(&mut self, spec: &'static CommandSpec, arguments: &[Bytes]) {
         self.note_command(spec.name);
         self.stats.start(spec, arguments);
+        if let Some(tracking) = &mut self.tracking {
+            tracking.command(self.client.id, spec, arguments, self.multi.is_some());
+        }
     }
 
     /// The command begun last was refused before it ran (Redis's rejected
@@ -279,6 +285,7 @@ pub fn execute(
                 .local
                 .pubsub
                 .forget(session.client.id, &session.subscriptions);
+            crate::tracking::stop(shared, session);
             session.subscriptions = Default::default();
             session.multi = None;
             session.watched.clear();
@@ -883,8 +890,16 @@ fn client(
             }
         }
         "client|unblock" => client_unblock(shared, arguments),
+        "client|tracking" => crate::tracking::client_tracking(shared, session, arguments),
+        "client|caching" => crate::tracking::client_caching(session, arguments),
+        "client|getredir" => crate::tracking::client_getredir(session),
+        "client|trackinginfo" => crate::tracking::client_trackinginfo(shared, session),
         "client|help" => help(&[
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
             "ID",
             "    Return the ID of the current connection.",
             "INFO",
@@ -901,6 +916,11 @@ fn client(
             "    Control the replies sent to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
             "SETINFO <option> <value>",

@@ -93,6 +93,10 @@ pub trait ApplyObserver: Send + Sync + 'static {
     /// Commands scripts ran in entries this replica proposed, as
     /// (database, arguments), while it records them for MONITOR.
     fn script_calls(&self, _calls: Vec<(usize, Vec<Bytes>)>) {}
+
+    /// The keys the batch changed while some client of this node tracks
+    /// keys (CLIENT TRACKING): every replica invalidates its own clients'.
+    fn invalidated(&self, _invalidations: keyspace::Invalidations) {}
 }
 
 /// A snapshot as openraft moves it around: a file on the replica's disk
@@ -412,7 +416,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 pending.push((responder, response));
             }
         }
-        let (ready, flags, events) = {
+        let (ready, flags, events, invalidations) = {
             let mut state = lock_off_worker(&self.state);
             let flags = state.keyspace.config.notify_flags;
             let events = if flags != 0 {
@@ -420,8 +424,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             } else {
                 Vec::new()
             };
-            (state.keyspace.take_ready_keys(), flags, events)
+            let invalidations = state.keyspace.take_invalidations();
+            (
+                state.keyspace.take_ready_keys(),
+                flags,
+                events,
+                invalidations,
+            )
         };
+        if let (Some(observer), false) = (&self.observer, invalidations.is_empty()) {
+            observer.invalidated(invalidations);
+        }
         if let (Some(observer), false) = (&self.observer, ready.is_empty()) {
             observer.applied(ready);
         }

@@ -100,6 +100,30 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "Unblocks a client blocked by a blocking command from a different connection.",
     ),
     connection(
+        "client|tracking",
+        -3,
+        NOSCRIPT | LOADING | STALE,
+        "Controls server-assisted client-side caching for the connection.",
+    ),
+    connection(
+        "client|caching",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Instructs the server whether to track the keys in the next request.",
+    ),
+    connection(
+        "client|getredir",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns the client ID to which the connection's tracking notifications are redirected.",
+    ),
+    connection(
+        "client|trackinginfo",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns information about server-assisted client-side caching for the connection.",
+    ),
+    connection(
         "client|help",
         2,
         LOADING | STALE,

@@ -354,6 +354,8 @@ fn answered_by_router(name: &str) -> bool {
             | "punsubscribe"
             | "sunsubscribe"
             | "monitor"
+            | "client|tracking"
+            | "client|caching"
             | "mget"
             | "mset"
             | "del"
@@ -670,6 +672,11 @@ impl Client {
             | "sunsubscribe" => Frame::error("ERR Pub/Sub is relayed only outside MULTI"),
             // `serve` starts MONITOR outside MULTI before it gets here.
             "monitor" => Frame::error("ERR MONITOR is not allowed here"),
+            // Invalidations would arrive on upstream connections other
+            // clients share.
+            "client|tracking" | "client|caching" => Frame::error(
+                "ERR client-side caching is not available through the router; connect to the cluster's nodes",
+            ),
             "mget" | "mset" | "del" | "unlink" | "exists" | "touch" => {
                 whole::split(self, spec, &arguments).await
             }
