@@ -17,6 +17,8 @@ pub struct ClientInfo {
     pub protocol: AtomicUsize,
     /// Bytes read but not yet run (CLIENT LIST's `qbuf`), set after each read.
     pub query_buffer_bytes: AtomicUsize,
+    /// Waiting in a blocking command or held by CLIENT PAUSE (flag `b`).
+    pub blocked: AtomicBool,
     pub details: Mutex<ClientDetails>,
     killed: AtomicBool,
     kill_signal: Notify,
@@ -49,6 +51,7 @@ impl ClientInfo {
             db: AtomicUsize::new(0),
             protocol: AtomicUsize::new(2),
             query_buffer_bytes: AtomicUsize::new(0),
+            blocked: AtomicBool::new(false),
             details: Mutex::new(ClientDetails::default()),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
@@ -90,7 +93,17 @@ impl ClientInfo {
             .local
             .map(|address| address.to_string())
             .unwrap_or_default();
-        let flags = if details.no_evict { "e" } else { "N" };
+        // Redis's letters, in its order; `N` when none applies.
+        let mut flags = String::new();
+        if self.blocked.load(Ordering::Relaxed) {
+            flags.push('b');
+        }
+        if details.no_evict {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
         format!(
             "id={} addr={} laddr={} fd=8 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 \
              qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=16384 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r \

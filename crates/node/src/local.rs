@@ -18,6 +18,8 @@ pub struct NodeLocal {
     /// STATS reports the duration from there).
     watched_run: Mutex<Option<(u64, tokio::time::Instant)>>,
     forwarder: OnceLock<Forwarder>,
+    /// CLIENT PAUSE: one pause for the node's connections and shards.
+    pub pause: crate::pause::PauseGate,
 }
 
 impl NodeLocal {
@@ -29,6 +31,7 @@ impl NodeLocal {
             scripts: keyspace::ScriptActivity::new(),
             watched_run: Mutex::new(None),
             forwarder: OnceLock::new(),
+            pause: Default::default(),
         })
     }
 

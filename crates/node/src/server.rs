@@ -352,6 +352,10 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
         if !shared.active_expire_enabled.load(Ordering::Relaxed) || shared.replica.is_some() {
             continue;
         }
+        // CLIENT PAUSE keeps the data set still: no expiry while it lasts.
+        if shared.local.pause.keys_frozen() {
+            continue;
+        }
         // A running script holds the keyspace; waiting for it would hold a
         // worker thread (see `crate::busy`).
         if shared.local.scripts.current_run().is_some() {

@@ -119,6 +119,12 @@ pub struct Session {
     /// Set while a blocking command waits (BLPOP and relatives); the
     /// connection waits for its reply before it runs anything else.
     pub blocked: Option<crate::connection::Blocked>,
+    /// Set while CLIENT PAUSE holds the command at the head of `deferred`:
+    /// its ticket, and whether it is held as a write (see `crate::pause`).
+    pub paused: Option<(u64, bool)>,
+    /// The pause ticket whose turn came: kept while this connection's batch
+    /// runs, given back after it.
+    pub pause_turn: Option<u64>,
     /// Requests that arrived behind a blocking command, run once it is answered.
     pub deferred: Vec<(Vec<Bytes>, crate::connection::Resolved)>,
     /// A protocol error met behind a blocking command, reported after the
@@ -156,6 +162,8 @@ impl Session {
             reply_mode: ReplyMode::On,
             readonly: false,
             blocked: None,
+            paused: None,
+            pause_turn: None,
             deferred: Vec::new(),
             deferred_error: None,
             multi: None,
@@ -883,6 +891,11 @@ fn client(
             }
         }
         "client|unblock" => client_unblock(shared, arguments),
+        "client|pause" => client_pause(shared, arguments),
+        "client|unpause" => {
+            shared.local.pause.unpause();
+            Frame::OK
+        }
         "client|help" => help(&[
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "ID",
@@ -901,6 +914,10 @@ fn client(
             "    Control the replies sent to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
             "SETINFO <option> <value>",
@@ -983,6 +1000,30 @@ fn client_unblock(shared: &Shared, arguments: &[Bytes]) -> Frame {
         .map(|id| shared.blocking.unblock_client(id, error))
         .unwrap_or(false);
     Frame::Integer(unblocked as i64)
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (ALL by default): the mode is checked
+/// before the timeout, as Redis does.
+fn client_pause(shared: &Shared, arguments: &[Bytes]) -> Frame {
+    if arguments.len() > 4 {
+        return Frame::error_owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            text(&arguments[1])
+        ));
+    }
+    let mode = match arguments.get(3) {
+        None => crate::pause::PauseMode::All,
+        Some(mode) if is_keyword(mode, "WRITE") => crate::pause::PauseMode::Write,
+        Some(mode) if is_keyword(mode, "ALL") => crate::pause::PauseMode::All,
+        Some(_) => return Frame::error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    let timeout_ms = match parse_i64(&arguments[2]) {
+        Ok(timeout) if timeout < 0 => return Frame::error("ERR timeout is negative"),
+        Ok(timeout) => timeout as u64,
+        Err(_) => return Frame::error("ERR timeout is not an integer or out of range"),
+    };
+    shared.local.pause.pause(mode, timeout_ms);
+    Frame::OK
 }
 
 /// One CLIENT KILL condition.

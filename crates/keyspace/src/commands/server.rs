@@ -100,6 +100,18 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "Unblocks a client blocked by a blocking command from a different connection.",
     ),
     connection(
+        "client|pause",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Suspends commands processing.",
+    ),
+    connection(
+        "client|unpause",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Resumes processing commands from paused clients.",
+    ),
+    connection(
         "client|help",
         2,
         LOADING | STALE,
