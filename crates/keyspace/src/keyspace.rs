@@ -68,6 +68,9 @@ pub struct Context {
     /// A script is calling: replies must not depend on anything a replica's
     /// copy may lay out differently (ZSCAN of a skiplist answers in one step).
     pub in_script: bool,
+    /// CLIENT NO-TOUCH: lookups leave keys' LRU/LFU access data alone (TOUCH
+    /// itself still touches).
+    pub no_touch: bool,
 }
 
 impl Context {
@@ -82,6 +85,7 @@ impl Context {
             block: None,
             out_of_memory: false,
             in_script: false,
+            no_touch: false,
         }
     }
 
@@ -414,7 +418,9 @@ impl Keyspace {
         match Self::live_entry(&mut self.dbs, context, key) {
             Some(entry) => {
                 self.stats.keyspace_hits += 1;
-                entry.access = next_access(&self.config, entry.access, context);
+                if !context.no_touch {
+                    entry.access = next_access(&self.config, entry.access, context);
+                }
                 Some(entry)
             }
             None => {
@@ -443,7 +449,7 @@ impl Keyspace {
     pub fn lookup_write(&mut self, context: &mut Context, key: &[u8]) -> Option<&mut Entry> {
         let lfu = self.config.lfu;
         let entry = Self::live_entry(&mut self.dbs, context, key)?;
-        if !lfu {
+        if !lfu && !context.no_touch {
             entry.access = lru_clock(context);
         }
         Some(entry)

@@ -33,6 +33,8 @@ pub struct ClientDetails {
     /// The name of the command run last (`""` before the first).
     pub last_command: &'static str,
     pub no_evict: bool,
+    /// CLIENT NO-TOUCH (flag `T`).
+    pub no_touch: bool,
 }
 
 impl ClientInfo {
@@ -100,6 +102,9 @@ impl ClientInfo {
         }
         if details.no_evict {
             flags.push('e');
+        }
+        if details.no_touch {
+            flags.push('T');
         }
         if flags.is_empty() {
             flags.push('N');

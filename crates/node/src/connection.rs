@@ -649,6 +649,7 @@ fn serve_blocked_clients<'a>(
                     block: None,
                     out_of_memory: false,
                     in_script: false,
+                    no_touch: false,
                 };
                 let reply = store
                     .keyspace
@@ -719,6 +720,7 @@ fn exec<'a>(
                     block: None,
                     out_of_memory,
                     in_script: false,
+                    no_touch: session.no_touch,
                 };
                 if spec.group == "scripting" {
                     store.keyspace.record_script_calls = shared.local.pubsub.monitoring();
@@ -893,6 +895,7 @@ fn execute_request<'a>(
                 block: None,
                 out_of_memory,
                 in_script: false,
+                no_touch: session.no_touch,
             };
             if spec.group == "scripting" {
                 store.keyspace.record_script_calls = shared.local.pubsub.monitoring();

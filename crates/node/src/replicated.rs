@@ -1027,8 +1027,15 @@ fn read(
     if scripting {
         state.keyspace.record_script_calls = pubsub.monitoring();
     }
-    let reply =
-        replication::serve::read(state, now_ms, session.db, session.protocol, spec, arguments);
+    let reply = replication::serve::read(
+        state,
+        now_ms,
+        session.db,
+        session.protocol,
+        session.no_touch,
+        spec,
+        arguments,
+    );
     if scripting {
         crate::pubsub::feed_script_calls(pubsub, state.keyspace.take_script_calls());
     }

@@ -116,6 +116,8 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// READONLY: reads may be served by a follower from its own state.
     pub readonly: bool,
+    /// CLIENT NO-TOUCH: this client's reads leave keys' access data alone.
+    pub no_touch: bool,
     /// Set while a blocking command waits (BLPOP and relatives); the
     /// connection waits for its reply before it runs anything else.
     pub blocked: Option<crate::connection::Blocked>,
@@ -161,6 +163,7 @@ impl Session {
             authenticated,
             reply_mode: ReplyMode::On,
             readonly: false,
+            no_touch: false,
             blocked: None,
             paused: None,
             pause_turn: None,
@@ -294,6 +297,8 @@ pub fn execute(
             session.set_protocol(Protocol::Resp2);
             session.reply_mode = ReplyMode::On;
             session.readonly = false;
+            session.no_touch = false;
+            session.client.details().no_touch = false;
             session.authenticated = shared.config().requirepass().is_none();
             session.client.details().name.clear();
             Frame::simple("RESET")
@@ -866,6 +871,17 @@ fn client(
                 _ => Frame::error(errors::SYNTAX),
             }
         }
+        "client|no-touch" => {
+            let mode = text(&arguments[2]).to_ascii_lowercase();
+            match mode.as_str() {
+                "on" | "off" => {
+                    session.no_touch = mode == "on";
+                    session.client.details().no_touch = session.no_touch;
+                    Frame::OK
+                }
+                _ => Frame::error(errors::SYNTAX),
+            }
+        }
         "client|setinfo" => {
             let attribute = text(&arguments[2]).to_ascii_lowercase();
             let value = &arguments[3];
@@ -920,6 +936,8 @@ fn client(
             "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
             "HELP",

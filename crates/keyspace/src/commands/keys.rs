@@ -433,10 +433,13 @@ fn exists(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
 }
 
 fn touch(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
+    // TOUCH touches even for a client in CLIENT NO-TOUCH mode, as in Redis.
+    let no_touch = std::mem::replace(&mut context.no_touch, false);
     let touched = arguments[1..]
         .iter()
         .filter(|key| keyspace.read(context, key).is_some())
         .count();
+    context.no_touch = no_touch;
     Frame::Integer(touched as i64)
 }
 

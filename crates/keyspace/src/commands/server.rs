@@ -88,6 +88,12 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "Sets the client eviction mode of the connection.",
     ),
     connection(
+        "client|no-touch",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
+    ),
+    connection(
         "client|setinfo",
         4,
         NOSCRIPT | LOADING | STALE,
