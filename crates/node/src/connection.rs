@@ -610,7 +610,7 @@ fn run_requests(
 /// oldest waiter first, until no ready key is left (a served BLMOVE makes its
 /// destination ready in turn). Runs under the keyspace lock, so a waiter's
 /// command sees exactly the state the push left.
-fn serve_blocked_clients<'a>(
+pub(crate) fn serve_blocked_clients<'a>(
     shared: &'a Shared,
     store: &mut Option<MutexGuard<'a, Store>>,
     now_ms: u64,

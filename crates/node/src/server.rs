@@ -361,9 +361,15 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
         if shared.local.scripts.current_run().is_some() {
             continue;
         }
-        let mut store = shared.store();
-        store.keyspace.active_expire_cycle(now_ms);
-        crate::connection::publish_keyspace_events(&shared, &mut store.keyspace);
+        let mut store = Some(shared.store());
+        if let Some(store) = &mut store {
+            store.keyspace.active_expire_cycle(now_ms);
+        }
+        // An XREADGROUP blocked on a stream that expired runs again.
+        crate::connection::serve_blocked_clients(&shared, &mut store, now_ms);
+        if let Some(store) = &mut store {
+            crate::connection::publish_keyspace_events(&shared, &mut store.keyspace);
+        }
     }
 }
 
