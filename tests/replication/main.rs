@@ -5,6 +5,8 @@ mod t15_shared_entries;
 mod t20_history;
 mod t30_snapshots;
 mod t40_blocking;
+mod t45_pause;
+mod t46_no_touch;
 mod t50_transactions;
 mod t60_scripting;
 mod t70_eviction;

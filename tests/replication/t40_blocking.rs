@@ -174,3 +174,36 @@ fn blocked_clients_are_redirected_when_leadership_moves() {
         format!("MOVED 9631 127.0.0.1:{}", group.members[new_leader].port),
     );
 }
+
+#[test]
+fn xreadgroup_waiters_learn_when_their_stream_expires_or_is_flushed() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let port = group.members[leader].port;
+    let mut admin = slotraft_tests::support::Raw::connect(port);
+    let mut reader = slotraft_tests::support::Raw::connect(port);
+    for (command, reply) in [
+        (&["PEXPIRE", "s", "50"][..], ":1\r\n"),
+        (&["FLUSHALL"][..], "+OK\r\n"),
+        (&["FLUSHDB"][..], "+OK\r\n"),
+    ] {
+        admin.roundtrip(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"], "+OK\r\n");
+        reader.command(&[
+            b"XREADGROUP",
+            b"GROUP",
+            b"g",
+            b"c",
+            b"BLOCK",
+            b"0",
+            b"STREAMS",
+            b"s",
+            b">",
+        ]);
+        // Registered once its own entry applied: a write after it.
+        std::thread::sleep(Duration::from_millis(200));
+        admin.roundtrip(command, reply);
+        reader.expect(
+            b"-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\r\n",
+        );
+    }
+}

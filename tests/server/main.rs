@@ -13,6 +13,7 @@ mod t50_differential;
 mod t55_random_differential;
 mod t60_blocking;
 mod t62_stream_blocking;
+mod t64_pause;
 mod t70_transactions;
 mod t80_scripting;
 mod t90_pubsub;

@@ -130,3 +130,45 @@ fn modules_replication_commands_and_lolwut_answer_as_on_a_lone_redis() {
     client.command(&[b"SYNC"]);
     assert!(client.read_frame().is_error());
 }
+
+#[test]
+fn client_no_touch_leaves_access_times_alone_except_for_touch() {
+    let server = Server::start(&[]);
+    let mut client = server.connect();
+    client.roundtrip(&["CLIENT", "NO-TOUCH", "maybe"], "-ERR syntax error\r\n");
+    client.roundtrip(&["SET", "k", "v"], "+OK\r\n");
+    client.roundtrip(&["CLIENT", "NO-TOUCH", "ON"], "+OK\r\n");
+    client.command(&[b"CLIENT", b"INFO"]);
+    let info = client.read_frame();
+    let info = String::from_utf8_lossy(info.as_bytes().expect("a bulk")).into_owned();
+    assert!(info.contains(" flags=T "), "{info}");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    client.roundtrip(&["GET", "k"], "$1\r\nv\r\n");
+    client.roundtrip(&["APPEND", "k", "w"], ":2\r\n");
+    client.command(&[b"OBJECT", b"IDLETIME", b"k"]);
+    let idle = client.read_frame();
+    assert!(
+        matches!(idle, resp::Frame::Integer(seconds) if seconds >= 2),
+        "{idle:?}"
+    );
+    // TOUCH itself still touches.
+    client.roundtrip(&["TOUCH", "k"], ":1\r\n");
+    client.roundtrip(&["OBJECT", "IDLETIME", "k"], ":0\r\n");
+    // LFU: a read in NO-TOUCH mode leaves the counter; one without counts
+    // (the first increment from the initial 5 is certain).
+    client.roundtrip(
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"],
+        "+OK\r\n",
+    );
+    client.roundtrip(&["SET", "f", "v"], "+OK\r\n");
+    client.roundtrip(&["OBJECT", "FREQ", "f"], ":5\r\n");
+    client.roundtrip(&["GET", "f"], "$1\r\nv\r\n");
+    client.roundtrip(&["OBJECT", "FREQ", "f"], ":5\r\n");
+    client.roundtrip(&["CLIENT", "NO-TOUCH", "OFF"], "+OK\r\n");
+    client.roundtrip(&["GET", "f"], "$1\r\nv\r\n");
+    client.roundtrip(&["OBJECT", "FREQ", "f"], ":6\r\n");
+    client.command(&[b"CLIENT", b"INFO"]);
+    let info = client.read_frame();
+    let info = String::from_utf8_lossy(info.as_bytes().expect("a bulk")).into_owned();
+    assert!(info.contains(" flags=N "), "{info}");
+}

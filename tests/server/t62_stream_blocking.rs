@@ -151,3 +151,47 @@ fn xreadgroup_waiters_get_entries_and_learn_when_their_group_is_gone() {
     );
     server.wait_blocked(0);
 }
+
+const NOGROUP_S: &[u8] =
+    b"-NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option\r\n";
+
+#[test]
+fn xreadgroup_waiters_learn_when_their_stream_expires_is_flushed_or_swapped_away() {
+    let server = Server::start(&[]);
+    let mut admin = server.connect();
+    let mut reader = server.connect();
+    let mut wait_then =
+        |admin: &mut slotraft_tests::support::Raw, command: &[&str], reply: &str| {
+            admin.roundtrip(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"], "+OK\r\n");
+            reader.command(ALICE_WAITS);
+            server.wait_blocked(1);
+            admin.roundtrip(command, reply);
+            reader.expect(NOGROUP_S);
+            server.wait_blocked(0);
+        };
+    // Expiry (by the active cycle: nobody reads the key).
+    wait_then(&mut admin, &["PEXPIRE", "s", "50"], ":1\r\n");
+    wait_then(&mut admin, &["FLUSHDB"], "+OK\r\n");
+    wait_then(&mut admin, &["FLUSHALL"], "+OK\r\n");
+    wait_then(&mut admin, &["SWAPDB", "0", "1"], "+OK\r\n");
+    admin.roundtrip(&["FLUSHALL"], "+OK\r\n");
+    // Eviction.
+    admin.roundtrip(
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-random"],
+        "+OK\r\n",
+    );
+    admin.roundtrip(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"], "+OK\r\n");
+    reader.command(ALICE_WAITS);
+    server.wait_blocked(1);
+    admin.roundtrip(&["CONFIG", "SET", "maxmemory", "1"], "+OK\r\n");
+    admin.command(&[b"SET", b"other", b"v"]);
+    let _ = admin.read_frame();
+    reader.expect(NOGROUP_S);
+    admin.roundtrip(&["CONFIG", "SET", "maxmemory", "0"], "+OK\r\n");
+    // SWAPDB also wakes a list waiter whose key now holds elements.
+    admin.roundtrip(&["SELECT", "1"], "+OK\r\n");
+    admin.roundtrip(&["RPUSH", "list", "x"], ":1\r\n");
+    let mut popper = server.blocked(&["BLPOP", "list", "0"], 1);
+    admin.roundtrip(&["SWAPDB", "0", "1"], "+OK\r\n");
+    popper.expect(b"*2\r\n$4\r\nlist\r\n$1\r\nx\r\n");
+}

@@ -76,6 +76,10 @@ pub struct Db {
     /// Keys deleted by expiry since the last [`Db::take_expired`], kept only
     /// while keyspace notifications are on (not replicated state).
     expired_log: Option<Vec<Bytes>>,
+    /// Streams deleted by expiry since the last [`Db::take_gone_streams`],
+    /// kept only while the keyspace tracks ready keys (a client may be
+    /// blocked in XREADGROUP on one, and must run again).
+    gone_streams: Option<Vec<Bytes>>,
 }
 
 impl Db {
@@ -87,6 +91,7 @@ impl Db {
             expired_keys: 0,
             slots: None,
             expired_log: None,
+            gone_streams: None,
         }
     }
 
@@ -105,6 +110,41 @@ impl Db {
         match &mut self.expired_log {
             Some(log) if !log.is_empty() => std::mem::take(log),
             _ => Vec::new(),
+        }
+    }
+
+    /// Starts or stops recording the streams expiry deletes.
+    pub fn record_gone_streams(&mut self, on: bool) {
+        match (on, &self.gone_streams) {
+            (true, None) => self.gone_streams = Some(Vec::new()),
+            (false, Some(_)) => self.gone_streams = None,
+            _ => {}
+        }
+    }
+
+    /// The streams expiry deleted since the last call (empty unless
+    /// recording).
+    pub fn take_gone_streams(&mut self) -> Vec<Bytes> {
+        match &mut self.gone_streams {
+            Some(log) if !log.is_empty() => std::mem::take(log),
+            _ => Vec::new(),
+        }
+    }
+
+    fn note_gone_stream(&mut self, key: &[u8], entry: &Entry) {
+        if let Some(log) = &mut self.gone_streams {
+            if matches!(entry.value, Value::Stream(_)) {
+                log.push(Bytes::copy_from_slice(key));
+            }
+        }
+    }
+
+    /// Deletes a key found expired: counts and logs its expiry.
+    pub fn remove_expired(&mut self, key: &[u8]) {
+        if let Some(entry) = self.remove(key) {
+            self.expired_keys += 1;
+            self.log_expired(key);
+            self.note_gone_stream(key, &entry);
         }
     }
 
@@ -201,7 +241,10 @@ impl Db {
             .get_mut_unless(key, |entry| entry.is_expired(now_ms))
         {
             Lookup::Found(entry) => Some(entry),
-            Lookup::Removed(_) => {
+            Lookup::Removed(entry) => {
+                if let (Some(log), Value::Stream(_)) = (&mut self.gone_streams, &entry.value) {
+                    log.push(Bytes::copy_from_slice(key));
+                }
                 self.expires.remove(key);
                 if let Some(index) = &mut self.slots {
                     index.remove(key);
@@ -458,9 +501,7 @@ impl Db {
                 return Some(key.to_vec());
             }
             let key = key.to_vec();
-            self.remove(&key);
-            self.expired_keys += 1;
-            self.log_expired(&key);
+            self.remove_expired(&key);
         }
         // Every try hit an expired key: answer with one more pick, as Redis does
         // when all keys have a TTL, after reclaiming what we could.
@@ -513,7 +554,9 @@ impl Db {
             );
             let expired_now = expired_keys.len();
             for key in expired_keys {
-                self.remove(&key);
+                if let Some(entry) = self.remove(&key) {
+                    self.note_gone_stream(&key, &entry);
+                }
                 self.log_expired(&key);
             }
             self.expired_keys += expired_now as u64;

@@ -120,8 +120,15 @@ impl Keyspace {
     /// Deletes an evicted key (if still there): counts it in `evicted_keys`
     /// and raises the `evicted` keyspace event. Answers whether it existed.
     pub fn evict(&mut self, db: usize, key: &[u8]) -> bool {
-        if db >= self.dbs.len() || self.dbs[db].remove(key).is_none() {
+        if db >= self.dbs.len() {
             return false;
+        }
+        let Some(entry) = self.dbs[db].remove(key) else {
+            return false;
+        };
+        // A client blocked in XREADGROUP on an evicted stream runs again.
+        if matches!(entry.value, crate::value::Value::Stream(_)) {
+            self.signal_ready(db, key);
         }
         self.stats.evicted_keys += 1;
         self.stats.dirty += 1;

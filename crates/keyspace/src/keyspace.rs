@@ -70,6 +70,9 @@ pub struct Context {
     /// A script is calling: replies must not depend on anything a replica's
     /// copy may lay out differently (ZSCAN of a skiplist answers in one step).
     pub in_script: bool,
+    /// CLIENT NO-TOUCH: lookups leave keys' LRU/LFU access data alone (TOUCH
+    /// itself still touches).
+    pub no_touch: bool,
 }
 
 impl Context {
@@ -84,6 +87,7 @@ impl Context {
             block: None,
             out_of_memory: false,
             in_script: false,
+            no_touch: false,
         }
     }
 
@@ -351,8 +355,48 @@ impl Keyspace {
         &self.dbs
     }
 
+    /// SWAPDB. While clients may be blocked, every key of either database
+    /// that holds (or held) a list, sorted set or stream is reported ready
+    /// in both: a waiter on one now sees the other database's value, or a
+    /// stream gone (Redis 7.2 wakes both kinds the same way).
     pub fn swap_dbs(&mut self, first: usize, second: usize) {
+        let keys: Vec<Bytes> = if self.track_ready {
+            [first, second]
+                .iter()
+                .flat_map(|&index| self.dbs[index].entries())
+                .filter(|(_, entry)| {
+                    matches!(
+                        entry.value,
+                        Value::List(_) | Value::ZSet(_) | Value::Stream(_)
+                    )
+                })
+                .map(|(key, _)| Bytes::copy_from_slice(key))
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.dbs.swap(first, second);
+        for key in keys {
+            self.signal_ready(first, &key);
+            self.signal_ready(second, &key);
+        }
+    }
+
+    /// Before FLUSHDB or FLUSHALL empties database `db`: while clients may be
+    /// blocked, its streams are reported ready, so an XREADGROUP waiting on
+    /// one runs again and learns it is gone.
+    pub fn signal_streams_of(&mut self, db: usize) {
+        if !self.track_ready {
+            return;
+        }
+        let streams: Vec<Bytes> = self.dbs[db]
+            .entries()
+            .filter(|(_, entry)| matches!(entry.value, Value::Stream(_)))
+            .map(|(key, _)| Bytes::copy_from_slice(key))
+            .collect();
+        for key in streams {
+            self.signal_ready(db, &key);
+        }
     }
 
     /// Starts keeping a per-slot key index in every database (a node that serves
@@ -469,7 +513,9 @@ impl Keyspace {
         match Self::live_entry(&mut self.dbs, context, key) {
             Some(entry) => {
                 self.stats.keyspace_hits += 1;
-                entry.access = next_access(&self.config, entry.access, context);
+                if !context.no_touch {
+                    entry.access = next_access(&self.config, entry.access, context);
+                }
                 Some(entry)
             }
             None => {
@@ -498,7 +544,7 @@ impl Keyspace {
     pub fn lookup_write(&mut self, context: &mut Context, key: &[u8]) -> Option<&mut Entry> {
         let lfu = self.config.lfu;
         let entry = Self::live_entry(&mut self.dbs, context, key)?;
-        if !lfu {
+        if !lfu && !context.no_touch {
             entry.access = lru_clock(context);
         }
         Some(entry)
@@ -605,6 +651,14 @@ impl Keyspace {
     }
 
     pub fn take_ready_keys(&mut self) -> Vec<(usize, Bytes)> {
+        // Streams expiry deleted (recorded only while tracking is on).
+        if self.track_ready {
+            for index in 0..self.dbs.len() {
+                for key in self.dbs[index].take_gone_streams() {
+                    self.signal_ready(index, &key);
+                }
+            }
+        }
         self.ready_set.clear();
         std::mem::take(&mut self.ready_keys)
     }
@@ -632,6 +686,9 @@ impl Keyspace {
     /// unrecorded.
     pub fn set_ready_tracking(&mut self, on: bool) {
         self.track_ready = on;
+        for db in &mut self.dbs {
+            db.record_gone_streams(on);
+        }
         if !on {
             self.ready_keys.clear();
             self.ready_set.clear();

@@ -66,6 +66,14 @@ pub trait ScriptEngine: Send {
     fn denies_oom(&mut self, _keyspace: &Keyspace, _arguments: &[Bytes]) -> bool {
         false
     }
+
+    /// Whether EVAL, EVALSHA or FCALL `arguments` may write (Redis's command
+    /// flags for a script: a script that declares flags writes unless it
+    /// declares `no-writes`; one without flags, or not found, may write).
+    /// CLIENT PAUSE WRITE holds the ones that may.
+    fn may_write(&mut self, _keyspace: &Keyspace, _arguments: &[Bytes]) -> bool {
+        true
+    }
 }
 
 /// Builds the engine of one keyspace.
@@ -250,6 +258,12 @@ impl Keyspace {
     pub fn script_denies_oom(&mut self, arguments: &[Bytes]) -> bool {
         self.with_engine(|engine, keyspace| engine.denies_oom(keyspace, arguments))
             .unwrap_or(false)
+    }
+
+    /// See [`ScriptEngine::may_write`]; true when there is no engine.
+    pub fn script_may_write(&mut self, arguments: &[Bytes]) -> bool {
+        self.with_engine(|engine, keyspace| engine.may_write(keyspace, arguments))
+            .unwrap_or(true)
     }
 
     /// See [`ScriptEngine::may_run_long`]; true when no engine can tell.

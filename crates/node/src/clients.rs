@@ -19,6 +19,8 @@ pub struct ClientInfo {
     pub protocol: AtomicUsize,
     /// Bytes read but not yet run (CLIENT LIST's `qbuf`), set after each read.
     pub query_buffer_bytes: AtomicUsize,
+    /// Waiting in a blocking command or held by CLIENT PAUSE (flag `b`).
+    pub blocked: AtomicBool,
     pub details: Mutex<ClientDetails>,
     killed: AtomicBool,
     kill_signal: Notify,
@@ -40,6 +42,8 @@ pub struct ClientDetails {
     pub no_evict: bool,
     /// CLIENT TRACKING's state as CLIENT LIST shows it (None: off).
     pub tracking: Option<TrackingFlags>,
+    /// CLIENT NO-TOUCH (flag `T`).
+    pub no_touch: bool,
 }
 
 /// What CLIENT LIST shows of a tracking client.
@@ -67,6 +71,7 @@ impl ClientInfo {
             db: AtomicUsize::new(0),
             protocol: AtomicUsize::new(2),
             query_buffer_bytes: AtomicUsize::new(0),
+            blocked: AtomicBool::new(false),
             details: Mutex::new(ClientDetails::default()),
             killed: AtomicBool::new(false),
             kill_signal: Notify::new(),
@@ -130,7 +135,11 @@ impl ClientInfo {
             .local
             .map(|address| address.to_string())
             .unwrap_or_default();
+        // Redis's letters, in its order; `N` when none applies.
         let mut flags = String::new();
+        if self.blocked.load(Ordering::Relaxed) {
+            flags.push('b');
+        }
         if let Some(tracking) = details.tracking {
             flags.push('t');
             if tracking.broken_redirect {
@@ -142,6 +151,9 @@ impl ClientInfo {
         }
         if details.no_evict {
             flags.push('e');
+        }
+        if details.no_touch {
+            flags.push('T');
         }
         if flags.is_empty() {
             flags.push('N');

@@ -102,6 +102,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
             }
         }
         let mut flow = process(&shared, &mut session, &mut parser, &mut input, &mut output).await;
+        end_pause_turn(&shared, &mut session);
         session.deliveries.flush();
         if let Some(subscriber) = &session.subscriptions.subscriber {
             subscriber.drain_into(&mut output);
@@ -122,12 +123,29 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
             if flow == Flow::Close || client.is_killed() {
                 break 'serve;
             }
+            if let Some((ticket, write)) = session.paused.take() {
+                // CLIENT PAUSE holds the command at the head of `deferred`.
+                client.blocked.store(true, Ordering::Relaxed);
+                let turn =
+                    wait_paused(&shared, &client, &mut stream, &mut input, ticket, write).await;
+                client.blocked.store(false, Ordering::Relaxed);
+                if !turn {
+                    shared.local.pause.release(ticket);
+                    break 'serve;
+                }
+                session.pause_turn = Some(ticket);
+                flow = process(&shared, &mut session, &mut parser, &mut input, &mut output).await;
+                end_pause_turn(&shared, &mut session);
+                session.deliveries.flush();
+                continue;
+            }
             let Some(blocked) = session.blocked.take() else {
                 break;
             };
-            let Some(reply) =
-                wait_unblocked(&shared, &client, &mut stream, &mut input, blocked).await
-            else {
+            client.blocked.store(true, Ordering::Relaxed);
+            let reply = wait_unblocked(&shared, &client, &mut stream, &mut input, blocked).await;
+            client.blocked.store(false, Ordering::Relaxed);
+            let Some(reply) = reply else {
                 break 'serve;
             };
             session.reply(&mut output, &reply);
@@ -145,12 +163,61 @@ pub async fn serve(shared: Arc<Shared>, mut stream: impl ClientStream, client: A
         }
     }
     let _ = stream.shutdown().await;
+    if let Some((ticket, _)) = session.paused.take() {
+        shared.local.pause.release(ticket);
+    }
+    end_pause_turn(&shared, &mut session);
     shared
         .local
         .pubsub
         .forget(client.id, &session.subscriptions);
     shared.local.tracking.disable(&client);
     shared.clients.unregister(client.id);
+}
+
+/// Gives back the pause ticket whose turn this connection had, once the
+/// batch it ran is done (see `crate::pause`).
+fn end_pause_turn(shared: &Shared, session: &mut Session) {
+    if let Some(ticket) = session.pause_turn.take() {
+        shared.local.pause.release(ticket);
+    }
+}
+
+/// Waits for a command held by CLIENT PAUSE to get its turn: true then,
+/// false when the connection is gone or killed meanwhile. Input that arrives
+/// is kept, as while blocked.
+async fn wait_paused(
+    shared: &Shared,
+    client: &ClientInfo,
+    stream: &mut impl ClientStream,
+    input: &mut BytesMut,
+    ticket: u64,
+    write: bool,
+) -> bool {
+    let turn = shared.local.pause.wait_turn(ticket, write);
+    tokio::pin!(turn);
+    let query_limit = shared.config().client_query_buffer_limit();
+    loop {
+        if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
+            input.reserve(READ_CHUNK_BYTES);
+        }
+        tokio::select! {
+            _ = &mut turn => return true,
+            _ = client.killed() => return false,
+            read = stream.read_buf(input) => match read {
+                Ok(0) | Err(_) => return false,
+                Ok(count) => {
+                    shared
+                        .stats
+                        .net_input_bytes
+                        .fetch_add(count as u64, Ordering::Relaxed);
+                    if input.len() > query_limit {
+                        return false;
+                    }
+                }
+            },
+        }
+    }
 }
 
 /// Publishes the keyspace events the keyspace recorded (nothing to do, and
@@ -498,6 +565,18 @@ fn run_requests(
                 &mut arguments,
                 resolved,
             );
+            if session.paused.is_some() {
+                // CLIENT PAUSE holds it (it went back to `deferred`): it and
+                // the rest run when its turn comes, and count then.
+                *commands_run -= 1;
+                session.deferred.extend(requests);
+                session.deferred_error = parse_error;
+                serve_blocked_clients(shared, &mut store, now_ms);
+                if let Some(store) = &mut store {
+                    publish_keyspace_events(shared, &mut store.keyspace, Some(session.client.id));
+                }
+                return Flow::Continue;
+            }
             let ended = clock::ticks();
             if let Some(spec) = spec {
                 let outcome = session.stats.outcome;
@@ -547,7 +626,7 @@ fn run_requests(
 /// oldest waiter first, until no ready key is left (a served BLMOVE makes its
 /// destination ready in turn). Runs under the keyspace lock, so a waiter's
 /// command sees exactly the state the push left.
-fn serve_blocked_clients<'a>(
+pub(crate) fn serve_blocked_clients<'a>(
     shared: &'a Shared,
     store: &mut Option<MutexGuard<'a, Store>>,
     now_ms: u64,
@@ -586,6 +665,7 @@ fn serve_blocked_clients<'a>(
                     block: None,
                     out_of_memory: false,
                     in_script: false,
+                    no_touch: false,
                 };
                 let reply = store
                     .keyspace
@@ -610,6 +690,7 @@ fn exec<'a>(
     session: &mut Session,
     store: &mut Option<MutexGuard<'a, Store>>,
     now_ms: u64,
+    keys_frozen: bool,
 ) -> Frame {
     let Some(transaction) = session.multi.take() else {
         return Frame::error("ERR EXEC without MULTI");
@@ -620,7 +701,7 @@ fn exec<'a>(
     }
     let store_guard = store.get_or_insert_with(|| shared.store());
     // As Redis: memory is checked before EXEC runs at all, then WATCH.
-    let out_of_memory = crate::evict::out_of_memory(store_guard);
+    let out_of_memory = crate::evict::out_of_memory(shared, store_guard);
     if out_of_memory
         && transaction.queued.iter().any(|(arguments, spec)| {
             spec.has(flags::DENYOOM)
@@ -651,10 +732,11 @@ fn exec<'a>(
                     db: session.db,
                     protocol: session.protocol,
                     cluster_mode: false,
-                    lazy_expire: true,
+                    lazy_expire: !keys_frozen,
                     block: None,
                     out_of_memory,
                     in_script: false,
+                    no_touch: session.no_touch,
                 };
                 if spec.group == "scripting" {
                     store.keyspace.record_script_calls = shared.local.pubsub.monitoring();
@@ -733,6 +815,22 @@ fn execute_request<'a>(
             return Flow::Continue;
         }
     };
+    let mut keys_frozen = false;
+    if shared.local.pause.gated() {
+        let mut script_may_write = |arguments: &[Bytes]| {
+            store
+                .get_or_insert_with(|| shared.store())
+                .keyspace
+                .script_may_write(arguments)
+        };
+        match crate::pause::check(shared, session, spec, arguments, &mut script_may_write) {
+            Some(frozen) => keys_frozen = frozen,
+            None => {
+                session.deferred.push((std::mem::take(arguments), Ok(spec)));
+                return Flow::Continue;
+            }
+        }
+    }
     session.start_command(spec, arguments);
     session::feed_monitors(shared, session, spec, arguments);
     if !session.authenticated
@@ -751,7 +849,7 @@ fn execute_request<'a>(
     if session::queues(session, spec) {
         // As Redis: while memory is over the limit, nothing is queued.
         let store = store.get_or_insert_with(|| shared.store());
-        if crate::evict::out_of_memory(store) {
+        if crate::evict::out_of_memory(shared, store) {
             session::refuse_in_multi(session);
             session.rejected();
             session.reply(output, &Frame::error(keyspace::evict::OOM));
@@ -774,7 +872,7 @@ fn execute_request<'a>(
     }
     if spec.name == "exec" {
         let monitored = session::exec_for_monitors(shared, session);
-        let reply = exec(shared, session, store, now_ms);
+        let reply = exec(shared, session, store, now_ms, keys_frozen);
         session::feed_exec(shared, session, monitored, spec, arguments, &reply);
         session.reply(output, &reply);
         return Flow::Continue;
@@ -796,7 +894,7 @@ fn execute_request<'a>(
     let reply = match spec.handler {
         Handler::Keyspace(_) => {
             let store = store.get_or_insert_with(|| shared.store());
-            let out_of_memory = spec.through_log() && crate::evict::out_of_memory(store);
+            let out_of_memory = spec.through_log() && crate::evict::out_of_memory(shared, store);
             if out_of_memory && spec.has(flags::DENYOOM) {
                 session.rejected();
                 session.reply(output, &Frame::error(keyspace::evict::OOM));
@@ -809,10 +907,11 @@ fn execute_request<'a>(
                 db: session.db,
                 protocol: session.protocol,
                 cluster_mode: false,
-                lazy_expire: true,
+                lazy_expire: !keys_frozen,
                 block: None,
                 out_of_memory,
                 in_script: false,
+                no_touch: session.no_touch,
             };
             if spec.group == "scripting" {
                 store.keyspace.record_script_calls = shared.local.pubsub.monitoring();

@@ -79,8 +79,12 @@ fn make_room(keyspace: &mut Keyspace, rng: &mut keyspace::Rng, limit: &Limit) ->
 }
 
 /// Standalone: whether a write now meets OOM (evicting first, as before any
-/// write); false without a limit.
-pub fn out_of_memory(state: &mut replication::state_machine::ShardState) -> bool {
+/// write); false without a limit, and while CLIENT PAUSE is on (Redis skips
+/// eviction then, as if memory were under the limit).
+pub fn out_of_memory(shared: &Shared, state: &mut replication::state_machine::ShardState) -> bool {
+    if shared.local.pause.keys_frozen() {
+        return false;
+    }
     match state.keyspace.config.max_memory {
         Some(limit) => make_room(&mut state.keyspace, &mut state.rng, &limit),
         None => false,
@@ -88,8 +92,11 @@ pub fn out_of_memory(state: &mut replication::state_machine::ShardState) -> bool
 }
 
 /// A shard leader: whether a write now meets OOM (proposing evictions first);
-/// false without a limit or when not leading.
+/// false without a limit, when not leading, and while CLIENT PAUSE is on.
 pub async fn out_of_memory_replicated(shared: &Shared, replica: &Replica) -> bool {
+    if shared.local.pause.keys_frozen() {
+        return false;
+    }
     let limit = limit_from(&shared.config());
     match limit {
         Some(limit) if replica.group.raft.is_leader() => {

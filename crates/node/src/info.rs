@@ -156,7 +156,11 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
             line(&mut out, "maxclients", &config.maxclients());
             line(&mut out, "client_recent_max_input_buffer", &0);
             line(&mut out, "client_recent_max_output_buffer", &0);
-            line(&mut out, "blocked_clients", &shared.blocking.count());
+            line(
+                &mut out,
+                "blocked_clients",
+                &(shared.blocking.count() + shared.local.pause.held()),
+            );
             line(
                 &mut out,
                 "tracking_clients",

@@ -21,6 +21,8 @@ pub struct NodeLocal {
     /// STATS reports the duration from there).
     watched_run: Mutex<Option<(u64, tokio::time::Instant)>>,
     forwarder: OnceLock<Forwarder>,
+    /// CLIENT PAUSE: one pause for the node's connections and shards.
+    pub pause: crate::pause::PauseGate,
 }
 
 impl NodeLocal {
@@ -33,6 +35,7 @@ impl NodeLocal {
             tracking: Arc::new(Tracking::default()),
             watched_run: Mutex::new(None),
             forwarder: OnceLock::new(),
+            pause: Default::default(),
         })
     }
 

@@ -380,7 +380,9 @@ async fn expiry_ticks(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::R
             _ = interval.tick() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
-        if !replica.group.raft.is_leader() {
+        // CLIENT PAUSE on this node keeps the data set still: its shards'
+        // expiry waits for the pause to end.
+        if !replica.group.raft.is_leader() || replica.local.pause.keys_frozen() {
             continue;
         }
         let (has_volatile, seed) = {

@@ -152,6 +152,16 @@ async fn run(
                     continue;
                 }
             };
+            if shared.local.pause.gated() && held_by_pause(shared, route, session, spec, &arguments)
+            {
+                // Proposed only once the pause lets it go: it and the rest
+                // wait in `deferred` (and are counted when they run).
+                *commands_run -= 1 + requests.len() as u64;
+                session.deferred.push((arguments, Ok(spec)));
+                session.deferred.extend(requests);
+                session.deferred_error = parse_error;
+                return Flow::Continue;
+            }
             session.start_command(spec, &arguments);
             session::feed_monitors(shared, session, spec, &arguments);
             if !session.authenticated
@@ -524,6 +534,28 @@ async fn run(
             return Flow::Continue;
         }
     }
+}
+
+/// Whether CLIENT PAUSE holds a command (see `crate::pause::check`); a
+/// script's flags are read from the shard its keys live in.
+fn held_by_pause(
+    shared: &Shared,
+    route: Route<'_>,
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+) -> bool {
+    // The script call itself, or one queued in the transaction EXEC runs.
+    let mut script_may_write = |arguments: &[Bytes]| {
+        let script = commands::resolve(arguments).unwrap_or(spec);
+        match route.target(script, arguments) {
+            Target::Local(replica) => lock_off_worker(&replica.group.state)
+                .keyspace
+                .script_may_write(arguments),
+            _ => shared.store().keyspace.script_may_write(arguments),
+        }
+    };
+    crate::pause::check(shared, session, spec, arguments, &mut script_may_write).is_none()
 }
 
 /// One shard's writes of a batch, in request order.
@@ -995,8 +1027,15 @@ fn read(
     if scripting {
         state.keyspace.record_script_calls = pubsub.monitoring();
     }
-    let reply =
-        replication::serve::read(state, now_ms, session.db, session.protocol, spec, arguments);
+    let reply = replication::serve::read(
+        state,
+        now_ms,
+        session.db,
+        session.protocol,
+        session.no_touch,
+        spec,
+        arguments,
+    );
     if scripting {
         crate::pubsub::feed_script_calls(pubsub, state.keyspace.take_script_calls());
     }

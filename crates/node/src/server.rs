@@ -356,14 +356,24 @@ async fn active_expiry_loop(shared: Arc<Shared>) {
         if !shared.active_expire_enabled.load(Ordering::Relaxed) || shared.replica.is_some() {
             continue;
         }
+        // CLIENT PAUSE keeps the data set still: no expiry while it lasts.
+        if shared.local.pause.keys_frozen() {
+            continue;
+        }
         // A running script holds the keyspace; waiting for it would hold a
         // worker thread (see `crate::busy`).
         if shared.local.scripts.current_run().is_some() {
             continue;
         }
-        let mut store = shared.store();
-        store.keyspace.active_expire_cycle(now_ms);
-        crate::connection::publish_keyspace_events(&shared, &mut store.keyspace, None);
+        let mut store = Some(shared.store());
+        if let Some(store) = &mut store {
+            store.keyspace.active_expire_cycle(now_ms);
+        }
+        // An XREADGROUP blocked on a stream that expired runs again.
+        crate::connection::serve_blocked_clients(&shared, &mut store, now_ms);
+        if let Some(store) = &mut store {
+            crate::connection::publish_keyspace_events(&shared, &mut store.keyspace, None);
+        }
     }
 }
 

@@ -116,9 +116,17 @@ pub struct Session {
     pub reply_mode: ReplyMode,
     /// READONLY: reads may be served by a follower from its own state.
     pub readonly: bool,
+    /// CLIENT NO-TOUCH: this client's reads leave keys' access data alone.
+    pub no_touch: bool,
     /// Set while a blocking command waits (BLPOP and relatives); the
     /// connection waits for its reply before it runs anything else.
     pub blocked: Option<crate::connection::Blocked>,
+    /// Set while CLIENT PAUSE holds the command at the head of `deferred`:
+    /// its ticket, and whether it is held as a write (see `crate::pause`).
+    pub paused: Option<(u64, bool)>,
+    /// The pause ticket whose turn came: kept while this connection's batch
+    /// runs, given back after it.
+    pub pause_turn: Option<u64>,
     /// Requests that arrived behind a blocking command, run once it is answered.
     pub deferred: Vec<(Vec<Bytes>, crate::connection::Resolved)>,
     /// A protocol error met behind a blocking command, reported after the
@@ -157,7 +165,10 @@ impl Session {
             authenticated,
             reply_mode: ReplyMode::On,
             readonly: false,
+            no_touch: false,
             blocked: None,
+            paused: None,
+            pause_turn: None,
             deferred: Vec::new(),
             deferred_error: None,
             multi: None,
@@ -293,6 +304,8 @@ pub fn execute(
             session.set_protocol(Protocol::Resp2);
             session.reply_mode = ReplyMode::On;
             session.readonly = false;
+            session.no_touch = false;
+            session.client.details().no_touch = false;
             session.authenticated = shared.config().requirepass().is_none();
             session.client.details().name.clear();
             Frame::simple("RESET")
@@ -865,6 +878,17 @@ fn client(
                 _ => Frame::error(errors::SYNTAX),
             }
         }
+        "client|no-touch" => {
+            let mode = text(&arguments[2]).to_ascii_lowercase();
+            match mode.as_str() {
+                "on" | "off" => {
+                    session.no_touch = mode == "on";
+                    session.client.details().no_touch = session.no_touch;
+                    Frame::OK
+                }
+                _ => Frame::error(errors::SYNTAX),
+            }
+        }
         "client|setinfo" => {
             let attribute = text(&arguments[2]).to_ascii_lowercase();
             let value = &arguments[3];
@@ -894,6 +918,11 @@ fn client(
         "client|caching" => crate::tracking::client_caching(session, arguments),
         "client|getredir" => crate::tracking::client_getredir(session),
         "client|trackinginfo" => crate::tracking::client_trackinginfo(shared, session),
+        "client|pause" => client_pause(shared, arguments),
+        "client|unpause" => {
+            shared.local.pause.unpause();
+            Frame::OK
+        }
         "client|help" => help(&[
             "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "CACHING (YES|NO)",
@@ -916,6 +945,10 @@ fn client(
             "    Control the replies sent to the current connection.",
             "UNBLOCK <clientid> [TIMEOUT|ERROR]",
             "    Unblock the specified blocked client.",
+            "UNPAUSE",
+            "    Stop the current client pause, resuming traffic.",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
             "         [OPTIN] [OPTOUT] [NOLOOP]",
             "    Control server assisted client side caching.",
@@ -923,6 +956,8 @@ fn client(
             "    Report tracking status for the current connection.",
             "NO-EVICT (ON|OFF)",
             "    Protect current client connection from eviction.",
+            "NO-TOUCH (ON|OFF)",
+            "    Will not touch LRU/LFU stats when this mode is on.",
             "SETINFO <option> <value>",
             "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
             "HELP",
@@ -1003,6 +1038,30 @@ fn client_unblock(shared: &Shared, arguments: &[Bytes]) -> Frame {
         .map(|id| shared.blocking.unblock_client(id, error))
         .unwrap_or(false);
     Frame::Integer(unblocked as i64)
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (ALL by default): the mode is checked
+/// before the timeout, as Redis does.
+fn client_pause(shared: &Shared, arguments: &[Bytes]) -> Frame {
+    if arguments.len() > 4 {
+        return Frame::error_owned(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            text(&arguments[1])
+        ));
+    }
+    let mode = match arguments.get(3) {
+        None => crate::pause::PauseMode::All,
+        Some(mode) if is_keyword(mode, "WRITE") => crate::pause::PauseMode::Write,
+        Some(mode) if is_keyword(mode, "ALL") => crate::pause::PauseMode::All,
+        Some(_) => return Frame::error("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    let timeout_ms = match parse_i64(&arguments[2]) {
+        Ok(timeout) if timeout < 0 => return Frame::error("ERR timeout is negative"),
+        Ok(timeout) => timeout as u64,
+        Err(_) => return Frame::error("ERR timeout is not an integer or out of range"),
+    };
+    shared.local.pause.pause(mode, timeout_ms);
+    Frame::OK
 }
 
 /// One CLIENT KILL condition.

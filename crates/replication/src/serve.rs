@@ -242,17 +242,20 @@ impl ShardGroup {
 /// Runs a read-only command against the applied state without changing it
 /// (no lazy expiry: a logically expired key reads as absent and stays until
 /// the log removes it). `now_ms` is the reader's clock, never behind the log.
+/// `no_touch`: the reader is in CLIENT NO-TOUCH mode.
 pub fn read(
     state: &mut ShardState,
     now_ms: u64,
     db: usize,
     protocol: Protocol,
+    no_touch: bool,
     spec: &CommandSpec,
     arguments: &[Bytes],
 ) -> Frame {
     let mut context = Context::new(now_ms.max(state.log_time_ms), state.rng.next_u64());
     context.db = db;
     context.protocol = protocol;
+    context.no_touch = no_touch;
     context.lazy_expire = false;
     context.cluster_mode = state.keyspace.config.cluster_mode;
     if spec.group == "scripting" && state.keyspace.script_may_run_long(arguments) {

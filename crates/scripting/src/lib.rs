@@ -69,6 +69,29 @@ impl Engine {
             functions: functions::Registry::default(),
         }
     }
+
+    /// The flags EVAL, EVALSHA or FCALL `arguments` runs with (a script
+    /// without a shebang has undeclared flags); `None` when the script or
+    /// function is not found, and for the _RO forms.
+    fn declared_flags(&mut self, keyspace: &Keyspace, arguments: &[Bytes]) -> Option<ScriptFlags> {
+        let name = arguments[0].to_ascii_lowercase();
+        match &name[..] {
+            b"eval" => eval::parse_shebang(&arguments[1])
+                .ok()
+                .map(|(flags, _)| flags),
+            b"evalsha" => keyspace
+                .scripts
+                .scripts
+                .get(&arguments[1].to_ascii_lowercase()[..])
+                .and_then(|body| eval::parse_shebang(body).ok())
+                .map(|(flags, _)| flags),
+            b"fcall" => match &self.sandbox {
+                Ok(sandbox) => self.functions.flags_of(sandbox, keyspace, &arguments[1]),
+                Err(_) => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 impl ScriptEngine for Engine {
@@ -92,25 +115,17 @@ impl ScriptEngine for Engine {
     }
 
     fn denies_oom(&mut self, keyspace: &Keyspace, arguments: &[Bytes]) -> bool {
+        self.declared_flags(keyspace, arguments)
+            .is_some_and(|flags| flags.declared && !flags.no_writes && !flags.allow_oom)
+    }
+
+    fn may_write(&mut self, keyspace: &Keyspace, arguments: &[Bytes]) -> bool {
         let name = arguments[0].to_ascii_lowercase();
-        let flags = match &name[..] {
-            b"eval" => eval::parse_shebang(&arguments[1])
-                .ok()
-                .map(|(flags, _)| flags),
-            b"evalsha" => keyspace
-                .scripts
-                .scripts
-                .get(&arguments[1].to_ascii_lowercase()[..])
-                .and_then(|body| eval::parse_shebang(body).ok())
-                .map(|(flags, _)| flags),
-            b"fcall" => match &self.sandbox {
-                Ok(sandbox) => self.functions.flags_of(sandbox, keyspace, &arguments[1]),
-                Err(_) => None,
-            },
-            // The _RO forms never write.
-            _ => None,
-        };
-        flags.is_some_and(|flags| flags.declared && !flags.no_writes && !flags.allow_oom)
+        if name.ends_with(b"_ro") {
+            return false;
+        }
+        self.declared_flags(keyspace, arguments)
+            .is_none_or(|flags| !flags.declared || !flags.no_writes)
     }
 
     fn execute(

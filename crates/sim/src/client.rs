@@ -263,7 +263,15 @@ impl Client {
             let reply = {
                 let mut state = lock(&group.state);
                 let now_ms = self.clocks.now_ms(self.node);
-                serve::read(&mut state, now_ms, 0, Protocol::Resp2, spec, &command)
+                serve::read(
+                    &mut state,
+                    now_ms,
+                    0,
+                    Protocol::Resp2,
+                    false,
+                    spec,
+                    &command,
+                )
             };
             return Outcome::Done(observe(call, &reply));
         }

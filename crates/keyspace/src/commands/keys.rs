@@ -433,10 +433,13 @@ fn exists(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
 }
 
 fn touch(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
+    // TOUCH touches even for a client in CLIENT NO-TOUCH mode, as in Redis.
+    let no_touch = std::mem::replace(&mut context.no_touch, false);
     let touched = arguments[1..]
         .iter()
         .filter(|key| keyspace.read(context, key).is_some())
         .count();
+    context.no_touch = no_touch;
     Frame::Integer(touched as i64)
 }
 
@@ -863,8 +866,7 @@ fn randomkey(keyspace: &mut Keyspace, context: &mut Context, _: &[Bytes]) -> Fra
             Some(key) if db.peek(&key, now_ms).is_some() => return Frame::Bulk(Bytes::from(key)),
             Some(key) => {
                 // `random_key` gave up on a key that had expired: reclaim it too.
-                db.remove(&key);
-                db.expired_keys += 1;
+                db.remove_expired(&key);
             }
         }
     }
@@ -885,6 +887,7 @@ fn flushdb(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
     if let Err(error) = check_flush_mode(arguments) {
         return error;
     }
+    keyspace.signal_streams_of(context.db);
     let db = keyspace.db(context.db);
     let removed = db.len() as u64;
     db.clear();
@@ -898,6 +901,7 @@ fn flushall(keyspace: &mut Keyspace, _: &mut Context, arguments: &[Bytes]) -> Fr
     }
     let mut removed = 0u64;
     for index in 0..keyspace.database_count() {
+        keyspace.signal_streams_of(index);
         let db = keyspace.db(index);
         removed += db.len() as u64;
         db.clear();

@@ -88,6 +88,12 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         "Sets the client eviction mode of the connection.",
     ),
     connection(
+        "client|no-touch",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
+    ),
+    connection(
         "client|setinfo",
         4,
         NOSCRIPT | LOADING | STALE,
@@ -122,6 +128,18 @@ const CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
         2,
         NOSCRIPT | LOADING | STALE,
         "Returns information about server-assisted client-side caching for the connection.",
+    ),
+    connection(
+        "client|pause",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Suspends commands processing.",
+    ),
+    connection(
+        "client|unpause",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Resumes processing commands from paused clients.",
     ),
     connection(
         "client|help",
