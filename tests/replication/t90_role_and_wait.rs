@@ -240,3 +240,24 @@ fn failover_hands_leadership_to_a_follower() {
     let value: String = redis::cmd("GET").arg("k").query(&mut on_follower).unwrap();
     assert_eq!(value, "v");
 }
+
+#[test]
+fn migrate_is_refused_on_a_replicated_shard() {
+    let group = Group::start(3, &[]);
+    let leader = group.wait_leader(Duration::from_secs(10));
+    let mut connection = group.client(leader);
+    let () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut connection)
+        .unwrap();
+    let refused: redis::RedisResult<()> = redis::cmd("MIGRATE")
+        .arg(&["127.0.0.1", "1", "k", "0", "100"])
+        .query(&mut connection);
+    assert_eq!(
+        refused.unwrap_err().detail(),
+        Some("MIGRATE is not available on a replicated shard; keys move between shards with slotraft cluster reshard")
+    );
+    let kept: String = redis::cmd("GET").arg("k").query(&mut connection).unwrap();
+    assert_eq!(kept, "v");
+}

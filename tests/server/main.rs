@@ -9,6 +9,7 @@ mod t45_diagnostics;
 mod t46_persistence;
 mod t47_acl_and_admin;
 mod t48_tracking;
+mod t49_migrate;
 mod t50_differential;
 mod t55_random_differential;
 mod t60_blocking;

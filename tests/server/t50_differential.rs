@@ -100,6 +100,17 @@ OBJECT IDLETIME nope
 DUMP nope
 RESTORE r 0 garbage
 RESTORE r -1 garbage
+RESTORE-ASKING r 0 garbage
+REPLCONF
+REPLCONF listening-port
+REPLCONF listening-port x
+REPLCONF listening-port 6380 capa eof capa psync2
+REPLCONF ip-address 10.0.0.1
+REPLCONF rdb-only 1
+REPLCONF rdb-only 2
+REPLCONF bogus 1
+PFSELFTEST
+PFSELFTEST x
 DBSIZE
 ";
 

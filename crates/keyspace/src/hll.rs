@@ -444,6 +444,67 @@ pub fn add(hll: &mut Vec<u8>, element: &[u8]) -> Result<bool, Corrupt> {
     raise(hll, index, value)
 }
 
+/// PFSELFTEST: checks this implementation on `rng`'s values. The dense
+/// registers must read back what was written, for 1000 random fillings; then
+/// one sparse and one dense value take the same elements (up to 1,000,000),
+/// and at each power of ten both must give the same count, within five
+/// standard errors of the truth (the sparse value turns dense on the way,
+/// past its size limit, as PFADD's does).
+pub fn self_test(rng: &mut crate::Rng) -> Result<(), String> {
+    let mut registers = vec![0u8; DENSE_BYTES - HEADER_BYTES];
+    let mut written = vec![0u8; REGISTERS];
+    for _ in 0..1000 {
+        for (index, value) in written.iter_mut().enumerate() {
+            *value = (rng.next_u64() % (REGISTER_MAX as u64 + 1)) as u8;
+            dense_put(&mut registers, index, *value);
+        }
+        for (index, &value) in written.iter().enumerate() {
+            let read = dense_get(&registers, index);
+            if read != value {
+                return Err(format!(
+                    "TESTFAILED Register error at index {index}: expected {value}, got {read}"
+                ));
+            }
+        }
+    }
+    let mut sparse = new_sparse();
+    let mut dense = new_sparse();
+    to_dense(&mut dense).map_err(|_| "TESTFAILED converting to dense".to_string())?;
+    let relative_error = 1.04 / (REGISTERS as f64).sqrt();
+    let mut checkpoint = 1u64;
+    let seed = rng.next_u64();
+    for element in 1..=1_000_000u64 {
+        let bytes = (element ^ seed).to_le_bytes();
+        let added = add(&mut sparse, &bytes).map_err(|_| "TESTFAILED sparse add".to_string())?;
+        if added && sparse.len() > SPARSE_MAX_BYTES {
+            to_dense(&mut sparse).map_err(|_| "TESTFAILED promotion".to_string())?;
+        }
+        add(&mut dense, &bytes).map_err(|_| "TESTFAILED dense add".to_string())?;
+        if element != checkpoint {
+            continue;
+        }
+        let (from_sparse, from_dense) = (
+            count(&sparse).map_err(|_| "TESTFAILED sparse count".to_string())?,
+            count(&dense).map_err(|_| "TESTFAILED dense count".to_string())?,
+        );
+        if from_sparse != from_dense {
+            return Err(format!(
+                "TESTFAILED Sparse and dense disagree at {element}: {from_sparse} and {from_dense}"
+            ));
+        }
+        // Five standard errors, and never less than one element.
+        let allowed = (element as f64 * relative_error * 5.0).max(1.0);
+        if (from_dense as f64 - element as f64).abs() > allowed {
+            return Err(format!(
+                "TESTFAILED Too big error. card:{element} abserr:{}",
+                (from_dense as f64 - element as f64).abs()
+            ));
+        }
+        checkpoint *= 10;
+    }
+    Ok(())
+}
+
 // ---- Counting -----------------------------------------------------------------------
 
 /// How many registers hold each value (0..=63).

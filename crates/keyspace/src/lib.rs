@@ -22,6 +22,7 @@ mod keyspace;
 pub mod list;
 pub mod notify;
 mod rank_tree;
+pub mod rdb;
 pub mod rng;
 pub mod scripts;
 pub mod set;

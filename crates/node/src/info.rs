@@ -315,6 +315,11 @@ fn render(shared: &Shared, section: &str) -> Option<String> {
                 &shared.local.pubsub.pattern_count(),
             );
             line(&mut out, "pubsubshard_channels", &0);
+            line(
+                &mut out,
+                "migrate_cached_sockets",
+                &shared.local.migrate_sockets.count(),
+            );
             let (_, keys, items, prefixes) = shared.local.tracking.counts();
             line(&mut out, "tracking_total_keys", &keys);
             line(&mut out, "tracking_total_items", &items);

@@ -18,6 +18,7 @@ pub mod diagnostics;
 pub mod evict;
 pub mod info;
 pub mod local;
+pub mod migrate;
 pub mod pause;
 pub mod persist;
 pub mod pubsub;

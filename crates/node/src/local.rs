@@ -17,6 +17,8 @@ pub struct NodeLocal {
     pub scripts: Arc<keyspace::ScriptActivity>,
     /// Client-side caching's table (CLIENT TRACKING).
     pub tracking: Arc<Tracking>,
+    /// Connections MIGRATE keeps to its targets.
+    pub migrate_sockets: crate::migrate::Sockets,
     /// The run the busy watchdog watches and when it first saw it (FUNCTION
     /// STATS reports the duration from there).
     watched_run: Mutex<Option<(u64, tokio::time::Instant)>>,
@@ -33,6 +35,7 @@ impl NodeLocal {
             pubsub: Arc::new(pubsub),
             scripts: keyspace::ScriptActivity::new(),
             tracking: Arc::new(Tracking::default()),
+            migrate_sockets: Default::default(),
             watched_run: Mutex::new(None),
             forwarder: OnceLock::new(),
             pause: Default::default(),

@@ -526,3 +526,50 @@ pub async fn failover(shared: &Shared, arguments: &[Bytes]) -> Frame {
     }
     Frame::error("ERR FAILOVER did not complete before its timeout")
 }
+
+/// REPLCONF: the options a replica announces during Redis's handshake are
+/// accepted and checked as Redis checks them (this node takes no Redis
+/// replicas: SYNC and PSYNC refuse). ACK and GETACK, which only a link to a
+/// master or a replica sends, get no reply, as from Redis to a plain client.
+pub fn replconf(arguments: &[Bytes]) -> Option<Frame> {
+    if arguments.len().is_multiple_of(2) {
+        return Some(Frame::error(keyspace::errors::SYNTAX));
+    }
+    for pair in arguments[1..].chunks(2) {
+        let option = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        match option.as_str() {
+            "listening-port" => {
+                if let Err(error) = args::parse_i64(&pair[1]) {
+                    return Some(error);
+                }
+            }
+            "ip-address" => {
+                // Redis's NET_HOST_STR_LEN.
+                if pair[1].len() >= 256 {
+                    return Some(Frame::error_owned(format!(
+                        "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                        pair[1].len()
+                    )));
+                }
+            }
+            "capa" | "rdb-filter-only" => {}
+            "rdb-only" => match args::parse_i64(&pair[1]) {
+                Ok(0 | 1) => {}
+                Ok(_) => {
+                    return Some(Frame::error(
+                        "ERR value is out of range, value must between 0 and 1",
+                    ))
+                }
+                Err(error) => return Some(error),
+            },
+            "ack" | "getack" => return None,
+            _ => {
+                return Some(Frame::error_owned(format!(
+                    "ERR Unrecognized REPLCONF option: {}",
+                    String::from_utf8_lossy(&pair[0])
+                )))
+            }
+        }
+    }
+    Some(Frame::OK)
+}

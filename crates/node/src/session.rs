@@ -387,6 +387,11 @@ pub fn execute(
             // A group's leader runs FAILOVER on its connection (it waits).
             Ok(_) => Frame::error("ERR FAILOVER is answered by the group's leader"),
         },
+        "replconf" => return (crate::role::replconf(arguments), Flow::Continue),
+        // A standalone node runs it on its connection (see `crate::migrate`).
+        "migrate" => Frame::error(
+            "ERR MIGRATE is not available on a replicated shard; keys move between shards with slotraft cluster reshard",
+        ),
         "sync" | "psync" => Frame::error(
             "ERR this node replicates through Raft groups, not the Redis replication protocol",
         ),

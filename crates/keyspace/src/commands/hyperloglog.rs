@@ -34,6 +34,18 @@ pub const COMMANDS: &[CommandSpec] = &[
         ..CommandSpec::DEFAULT
     },
     CommandSpec {
+        name: "pfselftest",
+        arity: 1,
+        flags: ADMIN,
+        categories: &["hyperloglog", "admin", "slow", "dangerous"],
+        group: "hyperloglog",
+        summary: "An internal command for testing HyperLogLog values.",
+        since: "2.8.9",
+        complexity: "N/A",
+        handler: Handler::Keyspace(pfselftest),
+        ..CommandSpec::DEFAULT
+    },
+    CommandSpec {
         name: "pfcount",
         arity: -2,
         flags: READONLY | MAY_REPLICATE,
@@ -165,6 +177,13 @@ fn add_all(hll: &mut Vec<u8>, elements: &[Bytes], updated: &mut u64) -> Result<(
 }
 
 // ---- PFCOUNT ----------------------------------------------------------------------
+
+fn pfselftest(_: &mut Keyspace, context: &mut Context, _: &[Bytes]) -> Frame {
+    match hll::self_test(&mut context.rng) {
+        Ok(()) => Frame::OK,
+        Err(error) => Frame::error_owned(error),
+    }
+}
 
 fn pfcount(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     if arguments.len() > 2 {

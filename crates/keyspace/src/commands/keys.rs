@@ -3,7 +3,7 @@
 
 use crate::command::{flags::*, key_flags::*, CommandSpec, Handler, KeySpec};
 use crate::glob::glob_match;
-use crate::{args, digest, dump, errors, Context, Entry, Keyspace};
+use crate::{args, digest, errors, Context, Entry, Keyspace};
 use bytes::Bytes;
 use resp::Frame;
 
@@ -367,6 +367,19 @@ pub const COMMANDS: &[CommandSpec] = &[
         categories: &["keyspace", "write", "slow", "dangerous"],
         summary: "Creates a key from the serialized representation of a value.",
         since: "2.6.0",
+        complexity: RESTORE_COMPLEXITY,
+        handler: Handler::Keyspace(restore),
+        ..CommandSpec::DEFAULT
+    },
+    CommandSpec {
+        name: "restore-asking",
+        arity: -4,
+        flags: WRITE | DENYOOM | ASKING,
+        key_specs: &[KeySpec::single(1, OW | UPDATE)],
+        categories: &["keyspace", "write", "slow", "dangerous"],
+        group: "server",
+        summary: "An internal command for migrating keys in a cluster.",
+        since: "3.0.0",
         complexity: RESTORE_COMPLEXITY,
         handler: Handler::Keyspace(restore),
         ..CommandSpec::DEFAULT
@@ -994,7 +1007,7 @@ fn object_help(_: &mut Keyspace, _: &mut Context, _: &[Bytes]) -> Frame {
 
 fn dump_command(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> Frame {
     match keyspace.read(context, &arguments[1]) {
-        Some(entry) => Frame::Bulk(Bytes::from(dump::serialize_value(&entry.value))),
+        Some(entry) => Frame::Bulk(Bytes::from(crate::rdb::dump(&entry.value))),
         None => Frame::Null,
     }
 }
@@ -1039,7 +1052,7 @@ fn restore(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) 
         Ok(ttl) => ttl,
         Err(error) => return error,
     };
-    let Ok(value) = dump::deserialize_value(&arguments[3]) else {
+    let Ok(value) = crate::rdb::restore(&arguments[3]) else {
         return Frame::error(errors::BAD_DUMP_PAYLOAD);
     };
 

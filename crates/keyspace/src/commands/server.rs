@@ -824,6 +824,41 @@ pub const COMMANDS: &[CommandSpec] = &[
         ADMIN | NOSCRIPT | NO_ASYNC_LOADING | NO_MULTI,
         "An internal command used in replication.",
     ),
+    CommandSpec {
+        name: "migrate",
+        arity: -6,
+        flags: WRITE,
+        key_specs: &[
+            KeySpec::single(3, key_flags::RW | key_flags::ACCESS | key_flags::DELETE),
+            KeySpec {
+                notes: "",
+                flags: key_flags::RW | key_flags::ACCESS | key_flags::DELETE | key_flags::INCOMPLETE,
+                begin: BeginSearch::Keyword {
+                    keyword: "KEYS",
+                    start_from: -2,
+                },
+                find: FindKeys::Range {
+                    last_key: -1,
+                    step: 1,
+                    limit: 0,
+                },
+            },
+        ],
+        categories: &["keyspace", "write", "slow", "dangerous"],
+        tips: &["nondeterministic_output"],
+        group: "generic",
+        summary: "Atomically transfers a key from one Redis instance to another.",
+        since: "2.6.0",
+        complexity: "This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the target instance. See the pages of these commands for time complexity. Also an O(N) data transfer between the two instances is performed.",
+        handler: Handler::Node,
+        ..CommandSpec::DEFAULT
+    },
+    admin(
+        "replconf",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | ALLOW_BUSY,
+        "An internal command for configuring the replication stream.",
+    ),
     admin(
         "psync",
         -3,
