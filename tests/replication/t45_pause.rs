@@ -70,7 +70,10 @@ fn a_paused_leader_holds_writes_and_expiry_while_a_paused_follower_applies() {
         if matches!(on_follower.read_frame(), resp::Frame::Bulk(value) if &value[..] == b"2") {
             break;
         }
-        assert!(Instant::now() < deadline, "the paused follower never applied SET b");
+        assert!(
+            Instant::now() < deadline,
+            "the paused follower never applied SET b"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     on_follower.roundtrip(&["CLIENT", "UNPAUSE"], "+OK\r\n");
