@@ -309,6 +309,26 @@ fn migrate_answers_and_moves_keys_as_redis_does() {
         assert_eq!(got, expected);
     }
     assert_eq!(got.len(), expected.len());
+    // Inside a transaction too.
+    let mut source = server.redis();
+    let () = redis::cmd("SET")
+        .arg("in-multi")
+        .arg("v")
+        .query(&mut source)
+        .unwrap();
+    let port = redis_c.port.to_string();
+    let (reply,): (String,) = redis::pipe()
+        .atomic()
+        .cmd("MIGRATE")
+        .arg(&["127.0.0.1", &port, "in-multi", "0", "1000"])
+        .query(&mut source)
+        .unwrap();
+    assert_eq!(reply, "OK");
+    let moved: String = redis::cmd("GET")
+        .arg("in-multi")
+        .query(&mut connect(redis_c.port))
+        .unwrap();
+    assert_eq!(moved, "v");
     // A Redis to slotraft (how `redis-cli --cluster import` moves data).
     let target = Server::start(&[]);
     let redis_d = RedisServer::start();

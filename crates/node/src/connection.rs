@@ -932,21 +932,6 @@ fn execute_request<'a>(
             }
             reply
         }
-        Handler::Node if spec.name == "migrate" => {
-            let store = store.get_or_insert_with(|| shared.store());
-            let seed = store.rng.next_u64();
-            let db = session.db;
-            replication::runtime::long_running(|| {
-                crate::migrate::migrate(
-                    &mut store.keyspace,
-                    &shared.local.migrate_sockets,
-                    db,
-                    now_ms,
-                    seed,
-                    arguments,
-                )
-            })
-        }
         Handler::Node if matches!(spec.name, "wait" | "waitaof") => {
             match crate::role::standalone_wait(spec.name, arguments) {
                 Ok(reply) => reply,

@@ -388,7 +388,20 @@ pub fn execute(
             Ok(_) => Frame::error("ERR FAILOVER is answered by the group's leader"),
         },
         "replconf" => return (crate::role::replconf(arguments), Flow::Continue),
-        // A standalone node runs it on its connection (see `crate::migrate`).
+        "migrate" if shared.replica.is_none() && shared.cluster.is_none() => {
+            let mut store = shared.store();
+            let seed = store.rng.next_u64();
+            replication::runtime::long_running(|| {
+                crate::migrate::migrate(
+                    &mut store.keyspace,
+                    &shared.local.migrate_sockets,
+                    session.db,
+                    clock::unix_ms(),
+                    seed,
+                    arguments,
+                )
+            })
+        }
         "migrate" => Frame::error(
             "ERR MIGRATE is not available on a replicated shard; keys move between shards with slotraft cluster reshard",
         ),
