@@ -100,7 +100,7 @@ pub fn restore(payload: &[u8]) -> Result<Value, BadPayload> {
     let (body, version) = checked.split_at(checked.len() - 2);
     let version = u16::from_le_bytes(version.try_into().map_err(|_| BadPayload)?);
     if version == crate::dump::FORMAT_VERSION {
-        return crate::dump::deserialize_value(payload);
+        return crate::dump::decode_body(body);
     }
     if version > NEWEST_VERSION {
         return Err(BadPayload);

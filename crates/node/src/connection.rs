@@ -198,24 +198,38 @@ async fn wait_paused(
     tokio::pin!(turn);
     let query_limit = shared.config().client_query_buffer_limit();
     loop {
-        if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
-            input.reserve(READ_CHUNK_BYTES);
-        }
         tokio::select! {
             _ = &mut turn => return true,
             _ = client.killed() => return false,
-            read = stream.read_buf(input) => match read {
-                Ok(0) | Err(_) => return false,
-                Ok(count) => {
-                    shared
-                        .stats
-                        .net_input_bytes
-                        .fetch_add(count as u64, Ordering::Relaxed);
-                    if input.len() > query_limit {
-                        return false;
-                    }
+            open = read_meanwhile(shared, stream, input, query_limit) => {
+                if !open {
+                    return false;
                 }
-            },
+            }
+        }
+    }
+}
+
+/// One read while the connection waits (blocked, or held by CLIENT PAUSE):
+/// the input is kept, not run, as Redis does. False when the connection is
+/// gone or its query buffer went past its limit.
+async fn read_meanwhile(
+    shared: &Shared,
+    stream: &mut impl ClientStream,
+    input: &mut BytesMut,
+    query_limit: usize,
+) -> bool {
+    if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
+        input.reserve(READ_CHUNK_BYTES);
+    }
+    match stream.read_buf(input).await {
+        Ok(0) | Err(_) => false,
+        Ok(count) => {
+            shared
+                .stats
+                .net_input_bytes
+                .fetch_add(count as u64, Ordering::Relaxed);
+            input.len() <= query_limit
         }
     }
 }
@@ -232,10 +246,7 @@ pub fn publish_keyspace_events(
     if keyspace.config.tracking_on() {
         let invalidations = keyspace.take_invalidations();
         if !invalidations.is_empty() {
-            shared
-                .local
-                .tracking
-                .invalidate(invalidations, writer, shared.local.pubsub.limits());
+            shared.local.tracking.invalidate(invalidations, writer);
         }
     }
     let calls = keyspace.take_script_calls();
@@ -423,9 +434,6 @@ async fn wait_unblocked(
     tokio::pin!(timeout);
     let query_limit = shared.config().client_query_buffer_limit();
     loop {
-        if input.capacity() - input.len() < READ_CHUNK_BYTES / 4 {
-            input.reserve(READ_CHUNK_BYTES);
-        }
         tokio::select! {
             answer = &mut reply => {
                 return Some(answer.unwrap_or_else(|_| Frame::error("ERR blocked command lost its reply")));
@@ -444,22 +452,10 @@ async fn wait_unblocked(
                 shared.blocking.cancel(ticket);
                 return None;
             }
-            read = stream.read_buf(input) => {
-                match read {
-                    Ok(0) | Err(_) => {
-                        shared.blocking.cancel(ticket);
-                        return None;
-                    }
-                    Ok(count) => {
-                        shared
-                            .stats
-                            .net_input_bytes
-                            .fetch_add(count as u64, Ordering::Relaxed);
-                        if input.len() > query_limit {
-                            shared.blocking.cancel(ticket);
-                            return None;
-                        }
-                    }
+            open = read_meanwhile(shared, stream, input, query_limit) => {
+                if !open {
+                    shared.blocking.cancel(ticket);
+                    return None;
                 }
             }
         }

@@ -31,10 +31,11 @@ impl NodeLocal {
     pub fn new() -> Arc<NodeLocal> {
         let pubsub = PubSub::default();
         pubsub.set_limits(OutputLimits::parse(""));
+        let pubsub = Arc::new(pubsub);
         Arc::new(NodeLocal {
-            pubsub: Arc::new(pubsub),
+            tracking: Arc::new(Tracking::new(pubsub.clone())),
+            pubsub,
             scripts: keyspace::ScriptActivity::new(),
-            tracking: Arc::new(Tracking::default()),
             migrate_sockets: Default::default(),
             watched_run: Mutex::new(None),
             forwarder: OnceLock::new(),

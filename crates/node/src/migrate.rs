@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use keyspace::args::is_keyword;
 use keyspace::{commands, errors, Context, Keyspace};
 use resp::Frame;
 
@@ -38,10 +39,6 @@ struct Options {
     replace: bool,
     auth: Option<(Option<Bytes>, Bytes)>,
     keys: Vec<Bytes>,
-}
-
-fn is_keyword(argument: &[u8], keyword: &str) -> bool {
-    argument.eq_ignore_ascii_case(keyword.as_bytes())
 }
 
 /// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]

@@ -109,9 +109,7 @@ impl ApplyObserver for ReadyKeys {
     }
 
     fn invalidated(&self, invalidations: keyspace::Invalidations) {
-        self.local
-            .tracking
-            .invalidate(invalidations, None, self.local.pubsub.limits());
+        self.local.tracking.invalidate(invalidations, None);
     }
 
     fn published(&self, messages: Vec<keyspace::Published>) {

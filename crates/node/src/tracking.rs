@@ -34,17 +34,21 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use keyspace::args::is_keyword;
 use keyspace::command::flags;
 use keyspace::{CommandSpec, Invalidations};
 use resp::Frame;
 
 use crate::clients::{ClientInfo, TrackingFlags};
-use crate::pubsub::{OutputLimits, Subscriber};
+use crate::pubsub::{OutputLimits, PubSub, Subscriber};
 use crate::server::Shared;
 use crate::session::Session;
 
 /// The node's tracking table.
 pub struct Tracking {
+    /// Whose output limit bounds the messages (they go through the
+    /// connections' pub/sub outboxes).
+    pubsub: Arc<PubSub>,
     /// On while any client tracks: the keyspaces then record what writes
     /// change (shared with them through their configuration).
     switch: Arc<AtomicBool>,
@@ -132,9 +136,10 @@ impl SessionTracking {
     }
 }
 
-impl Default for Tracking {
-    fn default() -> Self {
+impl Tracking {
+    pub fn new(pubsub: Arc<PubSub>) -> Tracking {
         Tracking {
+            pubsub,
             switch: Arc::new(AtomicBool::new(false)),
             max_keys: AtomicUsize::new(1_000_000),
             table: Mutex::new(Table::default()),
@@ -304,17 +309,12 @@ impl Tracking {
             table.invalidate_key(&key, None, &mut outgoing);
         }
         drop(table);
-        deliver(outgoing, OutputLimits::default());
+        deliver(outgoing, self.pubsub.limits());
     }
 
     /// Tells tracking clients what changed. `writer` is the client whose
     /// commands changed the keys marked as changed by a command, when known.
-    pub fn invalidate(
-        &self,
-        invalidations: Invalidations,
-        writer: Option<u64>,
-        limits: OutputLimits,
-    ) {
+    pub fn invalidate(&self, invalidations: Invalidations, writer: Option<u64>) {
         let mut outgoing = Vec::new();
         {
             let mut table = self.table();
@@ -337,7 +337,7 @@ impl Tracking {
                 }
             }
         }
-        deliver(outgoing, limits);
+        deliver(outgoing, self.pubsub.limits());
     }
 
     /// INFO's `tracking_clients`, `tracking_total_keys`,
@@ -483,10 +483,6 @@ fn deliver(outgoing: Vec<Outgoing>, limits: OutputLimits) {
 /// Whether one prefix starts the other.
 fn overlap(a: &[u8], b: &[u8]) -> bool {
     a.starts_with(b) || b.starts_with(a)
-}
-
-fn is_keyword(argument: &[u8], keyword: &str) -> bool {
-    argument.eq_ignore_ascii_case(keyword.as_bytes())
 }
 
 /// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN]
@@ -657,6 +653,10 @@ pub fn client_trackinginfo(shared: &Shared, session: &Session) -> Frame {
 mod tests {
     use super::*;
 
+    fn table() -> Arc<Tracking> {
+        Arc::new(Tracking::new(Arc::new(PubSub::default())))
+    }
+
     fn client(id: u64) -> Arc<ClientInfo> {
         ClientInfo::new(id, "127.0.0.1:1".parse().unwrap(), None, 0)
     }
@@ -691,7 +691,7 @@ mod tests {
 
     #[test]
     fn a_recorded_key_is_invalidated_once() {
-        let tracking = Arc::new(Tracking::default());
+        let tracking = table();
         let a = client(1);
         let a_inbox = inbox(&a, true);
         tracking
@@ -700,7 +700,7 @@ mod tests {
         assert!(tracking.switch.load(Ordering::Relaxed));
         tracking.remember(1, [Bytes::from_static(b"k")].iter());
         assert_eq!(tracking.counts(), (1, 1, 1, 0));
-        tracking.invalidate(changed(&["k", "other", "k"]), None, OutputLimits::default());
+        tracking.invalidate(changed(&["k", "other", "k"]), None);
         assert_eq!(
             drained(&a_inbox),
             ">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n"
@@ -712,7 +712,7 @@ mod tests {
 
     #[test]
     fn noloop_skips_the_writer_only() {
-        let tracking = Arc::new(Tracking::default());
+        let tracking = table();
         let (a, b) = (client(1), client(2));
         let (a_inbox, b_inbox) = (inbox(&a, true), inbox(&b, true));
         let noloop = Mode {
@@ -725,7 +725,7 @@ mod tests {
         tracking.remember(1, key.iter());
         tracking.remember(2, key.iter());
         assert_eq!(tracking.counts(), (2, 1, 2, 0));
-        tracking.invalidate(changed(&["k"]), Some(1), OutputLimits::default());
+        tracking.invalidate(changed(&["k"]), Some(1));
         assert_eq!(drained(&a_inbox), "");
         assert_eq!(
             drained(&b_inbox),
@@ -735,7 +735,7 @@ mod tests {
 
     #[test]
     fn bcast_groups_keys_per_prefix_and_flush_reaches_everyone() {
-        let tracking = Arc::new(Tracking::default());
+        let tracking = table();
         let a = client(1);
         let a_inbox = inbox(&a, true);
         let bcast = Mode {
@@ -745,11 +745,7 @@ mod tests {
         let prefixes = vec![Bytes::from_static(b"p:"), Bytes::from_static(b"q")];
         tracking.enable(&a, bcast, None, prefixes).unwrap();
         assert_eq!(tracking.counts(), (1, 0, 0, 2));
-        tracking.invalidate(
-            changed(&["p:2", "zz", "q", "p:1", "p:2"]),
-            None,
-            OutputLimits::default(),
-        );
+        tracking.invalidate(changed(&["p:2", "zz", "q", "p:1", "p:2"]), None);
         assert_eq!(
             drained(&a_inbox),
             ">2\r\n$10\r\ninvalidate\r\n*2\r\n$3\r\np:1\r\n$3\r\np:2\r\n\
@@ -768,14 +764,13 @@ mod tests {
                 flushed: true,
             },
             None,
-            OutputLimits::default(),
         );
         assert_eq!(drained(&a_inbox), ">2\r\n$10\r\ninvalidate\r\n_\r\n");
     }
 
     #[test]
     fn redirection_to_a_resp2_subscriber_and_when_it_is_gone() {
-        let tracking = Arc::new(Tracking::default());
+        let tracking = table();
         let (a, target) = (client(1), client(2));
         let a_inbox = inbox(&a, true);
         let target_inbox = inbox(&target, false);
@@ -783,7 +778,7 @@ mod tests {
             .enable(&a, Mode::default(), Some(target.clone()), Vec::new())
             .unwrap();
         tracking.remember(1, [Bytes::from_static(b"k")].iter());
-        tracking.invalidate(changed(&["k"]), None, OutputLimits::default());
+        tracking.invalidate(changed(&["k"]), None);
         assert_eq!(
             drained(&target_inbox),
             "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$1\r\nk\r\n"
@@ -792,7 +787,7 @@ mod tests {
         clients.register(target.clone());
         clients.unregister(2);
         tracking.remember(1, [Bytes::from_static(b"k")].iter());
-        tracking.invalidate(changed(&["k"]), None, OutputLimits::default());
+        tracking.invalidate(changed(&["k"]), None);
         assert_eq!(
             drained(&a_inbox),
             ">2\r\n$21\r\ntracking-redir-broken\r\n:2\r\n"
@@ -809,7 +804,7 @@ mod tests {
 
     #[test]
     fn the_table_stays_within_its_bound() {
-        let tracking = Arc::new(Tracking::default());
+        let tracking = table();
         tracking.set_max_keys(2);
         let a = client(1);
         let a_inbox = inbox(&a, true);
