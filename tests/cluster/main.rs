@@ -12,3 +12,4 @@ mod t60_pubsub;
 mod t70_router;
 mod t72_router_random_differential;
 mod t75_router_cli;
+mod t80_deploy;

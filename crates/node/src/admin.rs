@@ -115,6 +115,12 @@ pub async fn create(
     for address in addresses {
         nodes.push(node_info(address).await?);
     }
+    if formed_already(addresses, &nodes).await? {
+        say!(">>> The nodes already form one cluster; nothing to create");
+        wait_settled(addresses, SETTLE_LIMIT).await?;
+        say!("[OK] All 16384 slots covered.");
+        return Ok(());
+    }
     let shard_count = shards.unwrap_or(nodes.len());
     let mut rng = keyspace::Rng::new(seed);
     let topology = Topology::create(nodes, shard_count, replicas, || random_name(&mut rng))
@@ -155,6 +161,59 @@ pub async fn create(
     wait_settled(addresses, SETTLE_LIMIT).await?;
     say!("[OK] All 16384 slots covered.");
     Ok(())
+}
+
+/// Whether the named nodes already form one cluster: each holds a topology
+/// that lists every one of them, and all name the same shards. Running
+/// `create` again (a deployment's job restarted, a second `docker compose
+/// up`) then changes nothing and succeeds. A node that belongs to a cluster
+/// while another does not, or to a different one, is an error found before
+/// any node is handed a topology, so no node is left half-formed.
+async fn formed_already(addresses: &[String], nodes: &[NodeInfo]) -> anyhow::Result<bool> {
+    let mut shards_seen: Option<Vec<String>> = None;
+    let mut fresh = Vec::new();
+    for address in addresses {
+        let topology = match call(address, &[b"SLOTRAFT", b"TOPOLOGY"]).await? {
+            Frame::Bulk(bytes) => Topology::from_bytes(&bytes).map_err(anyhow::Error::msg)?,
+            Frame::Null => {
+                fresh.push(address.as_str());
+                continue;
+            }
+            other => bail!("{address}: unexpected TOPOLOGY reply {other:?}"),
+        };
+        if let Some(stranger) = nodes
+            .iter()
+            .find(|node| !topology.nodes.contains_key(&node.id))
+        {
+            bail!(
+                "{address} already belongs to a cluster that does not include {}:{}",
+                stranger.host,
+                stranger.port
+            );
+        }
+        let names: Vec<String> = topology
+            .shards
+            .values()
+            .map(|shard| shard.name.clone())
+            .collect();
+        match &shards_seen {
+            Some(seen) if *seen != names => {
+                bail!(
+                    "{address} belongs to a different cluster than {}",
+                    addresses[0]
+                )
+            }
+            _ => shards_seen = Some(names),
+        }
+    }
+    match (shards_seen.is_some(), fresh.first()) {
+        (true, Some(fresh)) => bail!(
+            "some nodes already belong to a cluster and {fresh} does not; add it with \
+             `slotraft cluster add-node`"
+        ),
+        (true, None) => Ok(true),
+        (false, _) => Ok(false),
+    }
 }
 
 /// Waits until every node reports `cluster_state:ok` and every shard a leader.
