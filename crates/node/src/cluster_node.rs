@@ -150,6 +150,10 @@ pub struct ClusterNode {
     /// Serializes topology application (opening groups is async).
     applying: tokio::sync::Mutex<()>,
     seed: std::sync::Mutex<keyspace::Rng>,
+    /// Which metadata voter of its view a node without a metadata replica
+    /// asks first for the topology (see [`fetch_topology`]); moves on every
+    /// round.
+    fetch_turn: std::sync::atomic::AtomicUsize,
 }
 
 /// Where a request goes.
@@ -215,6 +219,7 @@ impl ClusterNode {
             shutdown,
             state: RwLock::new(State::default()),
             applying: tokio::sync::Mutex::new(()),
+            fetch_turn: std::sync::atomic::AtomicUsize::new(0),
             seed: std::sync::Mutex::new(keyspace::Rng::new(seed ^ 0x5eed)),
         });
         if let Ok(bytes) = std::fs::read(node.bootstrap_path()) {
@@ -947,13 +952,17 @@ async fn metadata_round(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
 }
 
 /// A node without a metadata replica asks for the topology (leaders included
-/// in it): the metadata leader as far as it knows; when that one does not
-/// answer, the other metadata voters of its view; when none of them does,
+/// in it): one metadata voter of its view, a different one each round; when
+/// that one does not answer, the other voters; when none of them does,
 /// every other node of its view. The newest answer wins. A node whose view
 /// is old (say it restarted from the topology it was handed when it joined)
 /// may name voters that have since left the cluster, or miss that it became
 /// a voter itself: any node of its view that is still in service brings it
-/// up to date.
+/// up to date. Taking turns matters there: a voter removed from the
+/// metadata group but still running (a `del-node` cut short before it shut
+/// the node down) keeps answering with the topology it last applied, and a
+/// node that always asked it first, and stopped at its answer, never
+/// learned the newer one. A node never asks itself.
 async fn fetch_topology(
     node: &ClusterNode,
     current: &Topology,
@@ -965,14 +974,18 @@ async fn fetch_topology(
             .get(id)
             .map(|info| format!("{}:{}", info.host, info.port))
     };
-    let first = metadata_leader_address(node, current);
-    let voters: Vec<String> = current
+    let mut voters: Vec<String> = current
         .metadata_voters
         .iter()
         .filter(|id| **id != me)
         .filter_map(address_of)
-        .filter(|address| Some(address) != first.as_ref())
         .collect();
+    let first = (!voters.is_empty()).then(|| {
+        let turn = node
+            .fetch_turn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        voters.remove(turn % voters.len())
+    });
     let others: Vec<String> = current
         .nodes
         .keys()

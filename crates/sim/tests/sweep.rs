@@ -409,3 +409,17 @@ fn seed_1691_on_the_cluster_a_queue_with_many_unknown_outcomes_is_checked_to_the
 fn seeds_2672_3407_on_the_cluster_a_restarted_new_voter_finds_the_topology() {
     pinned_on_cluster(&[2672, 3407]);
 }
+
+/// The same restarted voter, but with the deleted founder still running: a
+/// `del-node` cut short before it shut the founder down left it answering
+/// with the last topology it applied (its metadata replica, removed from
+/// the group, stayed a candidate). The restarted node asked that founder
+/// first on every round and stopped at its answer, so it never learned it
+/// had become a voter, the nodes never agreed on the newest topology, and
+/// the removal could not finish. A node without a metadata replica now asks
+/// a different voter of its view first on each round. Found by the cluster
+/// sweep of seeds 30001..=33000.
+#[test]
+fn seed_30412_on_the_cluster_a_stale_founder_does_not_hold_back_a_new_voter() {
+    pinned_on_cluster(&[30412]);
+}
