@@ -685,6 +685,11 @@ impl Keyspace {
     /// the same lock, before it registers one, so no push a waiter needs can go
     /// unrecorded.
     pub fn set_ready_tracking(&mut self, on: bool) {
+        if !on && !self.track_ready {
+            // Already off (the usual case, after every batch while no client
+            // is blocked): nothing was recorded since.
+            return;
+        }
         self.track_ready = on;
         for db in &mut self.dbs {
             db.record_gone_streams(on);
