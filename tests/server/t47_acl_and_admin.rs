@@ -131,6 +131,29 @@ fn modules_replication_commands_and_lolwut_answer_as_on_a_lone_redis() {
     assert!(client.read_frame().is_error());
 }
 
+/// A blocked command served later runs in its client's NO-TOUCH mode, as it
+/// would have had it found data at once: BLMOVE's destination keeps its LFU
+/// counter for a NO-TOUCH client and counts the access for another.
+#[test]
+fn a_served_waiter_keeps_its_no_touch_mode() {
+    let server = Server::start(&["--maxmemory-policy", "allkeys-lfu"]);
+    let mut control = server.connect();
+    for (mode, expected) in [("ON", ":5\r\n"), ("OFF", ":6\r\n")] {
+        // (The first round's move emptied `src`, so only `dst` is left.)
+        let deleted = if mode == "ON" { ":0\r\n" } else { ":1\r\n" };
+        control.roundtrip(&["DEL", "src", "dst"], deleted);
+        control.roundtrip(&["RPUSH", "dst", "a"], ":1\r\n");
+        control.roundtrip(&["OBJECT", "FREQ", "dst"], ":5\r\n");
+        let mut waiter = server.connect();
+        waiter.roundtrip(&["CLIENT", "NO-TOUCH", mode], "+OK\r\n");
+        waiter.command(&[b"BLMOVE", b"src", b"dst", b"LEFT", b"LEFT", b"0"]);
+        server.wait_blocked(1);
+        control.roundtrip(&["LPUSH", "src", "x"], ":1\r\n");
+        waiter.expect(b"$1\r\nx\r\n");
+        control.roundtrip(&["OBJECT", "FREQ", "dst"], expected);
+    }
+}
+
 #[test]
 fn client_no_touch_leaves_access_times_alone_except_for_touch() {
     let server = Server::start(&[]);

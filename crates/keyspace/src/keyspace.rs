@@ -207,6 +207,12 @@ pub struct Keyspace {
     /// Whether [`Keyspace::signal_ready`] records anything (on unless the
     /// node, knowing no client waits, turns it off to save the work).
     track_ready: bool,
+    /// The draws of the LFU counter's probabilistic increment when a write
+    /// looks a key up. Replica-local, like the access data it decides: a
+    /// write's own random source (`Context::rng`, from its log entry) must
+    /// not be consumed by a figure that depends on each replica's
+    /// `maxmemory-policy`, or the replicas' later draws would differ.
+    access_rng: Rng,
     /// Slots being migrated away or already gone (absent: served). Replicated
     /// state (see [`SlotState`]).
     slot_states: BTreeMap<u16, SlotState>,
@@ -297,6 +303,7 @@ impl Keyspace {
             ready_keys: Vec::new(),
             ready_set: BTreeSet::new(),
             track_ready: true,
+            access_rng: Rng::new(ACCESS_RNG_SEED),
             slot_states: BTreeMap::new(),
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
@@ -326,6 +333,7 @@ impl Keyspace {
             ready_keys: Vec::new(),
             ready_set: BTreeSet::new(),
             track_ready: true,
+            access_rng: Rng::new(ACCESS_RNG_SEED),
             slot_states,
             scripts: ScriptStore::default(),
             engine: EngineSlot::default(),
@@ -514,7 +522,9 @@ impl Keyspace {
             Some(entry) => {
                 self.stats.keyspace_hits += 1;
                 if !context.no_touch {
-                    entry.access = next_access(&self.config, entry.access, context);
+                    let now_ms = context.now_ms;
+                    entry.access =
+                        next_access(&self.config, entry.access, now_ms, &mut context.rng);
                 }
                 Some(entry)
             }
@@ -540,12 +550,18 @@ impl Keyspace {
         }
     }
 
-    /// Looks a key up for a write command: records the access, counts nothing.
+    /// Looks a key up for a write command: records the access (the LRU
+    /// clock, or a count toward the LFU counter, as Redis's
+    /// `lookupKeyWrite`), counts nothing.
     pub fn lookup_write(&mut self, context: &mut Context, key: &[u8]) -> Option<&mut Entry> {
-        let lfu = self.config.lfu;
         let entry = Self::live_entry(&mut self.dbs, context, key)?;
-        if !lfu && !context.no_touch {
-            entry.access = lru_clock(context);
+        if !context.no_touch {
+            entry.access = next_access(
+                &self.config,
+                entry.access,
+                context.now_ms,
+                &mut self.access_rng,
+            );
         }
         Some(entry)
     }
@@ -558,7 +574,50 @@ impl Keyspace {
         value: Value,
         expire_at_ms: Option<u64>,
     ) {
-        let access = self.initial_access(context);
+        let access = self.overwrite_access(context, key, false);
+        self.store(context, key, value, expire_at_ms, access);
+    }
+
+    /// [`Keyspace::set`] for a write that has looked the key up already
+    /// ([`Keyspace::lookup_write`] counted that access).
+    pub fn set_looked_up(
+        &mut self,
+        context: &mut Context,
+        key: &[u8],
+        value: Value,
+        expire_at_ms: Option<u64>,
+    ) {
+        let access = self.overwrite_access(context, key, true);
+        self.store(context, key, value, expire_at_ms, access);
+    }
+
+    /// The access data of a value about to replace `key`'s. Under LFU an
+    /// overwritten key keeps its counter (Redis looks the key up for the
+    /// write, counting one access unless `counted` already, then carries the
+    /// counter over to the new value); otherwise, and for a new key, the
+    /// value is accessed now.
+    fn overwrite_access(&mut self, context: &Context, key: &[u8], counted: bool) -> u32 {
+        let kept = match self.dbs[context.db].peek(key, context.now_ms) {
+            Some(old) if self.config.lfu && (counted || context.no_touch) => Some(old.access),
+            Some(old) if self.config.lfu => Some(next_access(
+                &self.config,
+                old.access,
+                context.now_ms,
+                &mut self.access_rng,
+            )),
+            _ => None,
+        };
+        kept.unwrap_or_else(|| self.initial_access(context))
+    }
+
+    fn store(
+        &mut self,
+        context: &mut Context,
+        key: &[u8],
+        value: Value,
+        expire_at_ms: Option<u64>,
+        access: u32,
+    ) {
         let db = &mut self.dbs[context.db];
         // Overwriting a key that had already expired counts as its expiry, as when
         // Redis's SET looks the key up first.
@@ -574,8 +633,9 @@ impl Keyspace {
     }
 
     /// Replaces a value keeping the key's TTL, counting one change.
+    /// The key was looked up already (SET KEEPTTL), which counted the access.
     pub fn set_keep_ttl(&mut self, context: &mut Context, key: &[u8], value: Value) {
-        let access = self.initial_access(context);
+        let access = self.overwrite_access(context, key, true);
         self.dbs[context.db].set_keep_ttl(key, value, access);
         self.stats.dirty += 1;
     }
@@ -751,9 +811,13 @@ fn lfu_minutes(context: &Context) -> u32 {
 }
 
 fn lfu_decayed_counter(config: &KeyspaceConfig, access: u32, context: &Context) -> u32 {
+    lfu_decay(config, access, lfu_minutes(context))
+}
+
+/// The LFU counter in `access` after the decay periods up to `now_minutes`.
+fn lfu_decay(config: &KeyspaceConfig, access: u32, now_minutes: u32) -> u32 {
     let last_minutes = access >> 8;
     let counter = access & 0xFF;
-    let now_minutes = lfu_minutes(context);
     let elapsed = if now_minutes >= last_minutes {
         now_minutes - last_minutes
     } else {
@@ -765,27 +829,78 @@ fn lfu_decayed_counter(config: &KeyspaceConfig, access: u32, context: &Context) 
     counter.saturating_sub(periods)
 }
 
-/// Access data after one read: the LRU clock, or the LFU counter decayed and then
-/// incremented with probability 1 / ((counter - 5) * lfu-log-factor + 1).
-fn next_access(config: &KeyspaceConfig, access: u32, context: &mut Context) -> u32 {
+/// Seeds [`Keyspace::access_rng`] (any constant: the draws only need to be
+/// reproducible for the simulation).
+const ACCESS_RNG_SEED: u64 = 0x1f0_ac_ce55;
+
+/// A key's access data after one more access at `now_ms`: the LRU clock, or
+/// the LFU counter decayed and then incremented with probability
+/// 1 / ((counter - 5) * lfu-log-factor + 1), drawn from `rng`.
+fn next_access(config: &KeyspaceConfig, access: u32, now_ms: u64, rng: &mut Rng) -> u32 {
     if !config.lfu {
-        return lru_clock(context);
+        return (now_ms / 1000) as u32;
     }
-    let mut counter = lfu_decayed_counter(config, access, context);
+    let minutes = ((now_ms / 60_000) & 0xFFFF) as u32;
+    let mut counter = lfu_decay(config, access, minutes);
     if counter < 255 {
         let base = counter.saturating_sub(LFU_INITIAL_COUNTER) as f64;
         let probability = 1.0 / (base * config.lfu_log_factor as f64 + 1.0);
-        if context.rng.unit_f64() < probability {
+        if rng.unit_f64() < probability {
             counter += 1;
         }
     }
-    (lfu_minutes(context) << 8) | counter
+    (minutes << 8) | counter
 }
 
 #[cfg(test)]
 mod tests {
     use crate::testing::{Harness, START_MS};
     use resp::Frame;
+
+    /// Under LFU, writes count as accesses, as Redis's `lookupKeyWrite`
+    /// does: a counter at its initial 5 grows by one for certain on the next
+    /// access. An overwrite keeps the counter (plus that access), a NO-TOUCH
+    /// write leaves it, a write-only key such as a counter becomes frequent.
+    #[test]
+    fn writes_count_toward_the_lfu_counter() {
+        let mut h = Harness::new();
+        h.keyspace.config.lfu = true;
+        let freq = |h: &mut Harness, key: &str| h.run(&["OBJECT", "FREQ", key]);
+        h.run(&["INCR", "hits"]);
+        assert_eq!(freq(&mut h, "hits"), Frame::Integer(5));
+        h.run(&["INCR", "hits"]);
+        assert_eq!(freq(&mut h, "hits"), Frame::Integer(6));
+        for _ in 0..2_000 {
+            h.run(&["INCR", "hits"]);
+        }
+        let Frame::Integer(hot) = freq(&mut h, "hits") else {
+            panic!("a counter");
+        };
+        assert!(hot > 10, "2,000 increments left the counter at {hot}");
+
+        h.set("s", "v");
+        h.run(&["SET", "s", "w"]);
+        assert_eq!(freq(&mut h, "s"), Frame::Integer(6));
+        h.set("x", "v");
+        h.run(&["SET", "x", "w", "XX"]);
+        assert_eq!(
+            freq(&mut h, "x"),
+            Frame::Integer(6),
+            "one lookup, one access"
+        );
+
+        h.run(&["RPUSH", "dst", "a"]);
+        h.run(&["RPUSH", "src", "b"]);
+        h.run(&["LMOVE", "src", "dst", "LEFT", "LEFT"]);
+        assert_eq!(freq(&mut h, "dst"), Frame::Integer(6));
+
+        h.set("quiet", "v");
+        h.context.no_touch = true;
+        h.run(&["SET", "quiet", "w"]);
+        h.run(&["APPEND", "quiet", "z"]);
+        h.context.no_touch = false;
+        assert_eq!(freq(&mut h, "quiet"), Frame::Integer(5));
+    }
 
     /// With `lazy_expire` off (a replicated read), every read-only command sees an
     /// expired key as absent and leaves it in place.

@@ -40,6 +40,11 @@ pub struct Waiter {
     pub wants: &'static str,
     /// What the client gets when the wait ends without data.
     pub timeout_reply: Frame,
+    /// The client was in CLIENT NO-TOUCH mode when it blocked: its command,
+    /// run again on a standalone node, leaves access data alone as it would
+    /// have the first time (on a shard it runs again through the log, where
+    /// the flag does not travel).
+    pub no_touch: bool,
 }
 
 /// How [`Blocking::cancel`] found a waiter.
@@ -267,6 +272,7 @@ mod tests {
                 .collect(),
             timeout_reply: Frame::NullArray,
             wants: "list",
+            no_touch: false,
         }
     }
 

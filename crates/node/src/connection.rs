@@ -360,6 +360,7 @@ pub fn block_keyless(
         keys: Vec::new(),
         timeout_reply: reply.clone(),
         wants: "",
+        no_touch: session.no_touch,
     };
     let (ticket, receiver) = shared.blocking.block(waiter);
     session.blocked = Some(Blocked {
@@ -398,6 +399,7 @@ pub fn block_client(
         keys: block.keys,
         timeout_reply: timeout_reply.clone(),
         wants: Blocking::wanted_type(spec),
+        no_touch: session.no_touch,
     };
     session.stats.blocked();
     let (ticket, reply) = shared.blocking.block(waiter);
@@ -661,7 +663,7 @@ pub(crate) fn serve_blocked_clients<'a>(
                     block: None,
                     out_of_memory: false,
                     in_script: false,
-                    no_touch: false,
+                    no_touch: waiter.no_touch,
                 };
                 let reply = store
                     .keyspace

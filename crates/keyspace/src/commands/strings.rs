@@ -558,6 +558,9 @@ fn set_generic(keyspace: &mut Keyspace, context: &mut Context, request: SetReque
     let value = Value::string(request.value);
     if options.keep_ttl && expire_at.is_none() {
         keyspace.set_keep_ttl(context, request.key, value);
+    } else if options.nx || options.xx || options.keep_ttl {
+        // The lookup above counted the access, as Redis's one lookup does.
+        keyspace.set_looked_up(context, request.key, value, expire_at);
     } else {
         keyspace.set(context, request.key, value, expire_at);
     }
