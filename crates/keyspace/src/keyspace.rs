@@ -831,7 +831,7 @@ fn lfu_decay(config: &KeyspaceConfig, access: u32, now_minutes: u32) -> u32 {
 
 /// Seeds [`Keyspace::access_rng`] (any constant: the draws only need to be
 /// reproducible for the simulation).
-const ACCESS_RNG_SEED: u64 = 0x1f0_ac_ce55;
+const ACCESS_RNG_SEED: u64 = 0x0001_f0ac_ce55;
 
 /// A key's access data after one more access at `now_ms`: the LRU clock, or
 /// the LFU counter decayed and then incremented with probability
