@@ -597,9 +597,13 @@ impl Keyspace {
     /// counter over to the new value); otherwise, and for a new key, the
     /// value is accessed now.
     fn overwrite_access(&mut self, context: &Context, key: &[u8], counted: bool) -> u32 {
+        if !self.config.lfu {
+            // No lookup: a plain SET under LRU needs none.
+            return self.initial_access(context);
+        }
         let kept = match self.dbs[context.db].peek(key, context.now_ms) {
-            Some(old) if self.config.lfu && (counted || context.no_touch) => Some(old.access),
-            Some(old) if self.config.lfu => Some(next_access(
+            Some(old) if counted || context.no_touch => Some(old.access),
+            Some(old) => Some(next_access(
                 &self.config,
                 old.access,
                 context.now_ms,
