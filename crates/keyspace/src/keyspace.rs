@@ -820,7 +820,10 @@ fn lfu_decayed_counter(config: &KeyspaceConfig, access: u32, context: &Context) 
 
 /// The LFU counter in `access` after the decay periods up to `now_minutes`.
 fn lfu_decay(config: &KeyspaceConfig, access: u32, now_minutes: u32) -> u32 {
-    let last_minutes = access >> 8;
+    // 16 bits of minutes, as Redis keeps them. Access data written under
+    // an LRU policy (seconds, up to 32 bits) reads as some counter and time
+    // after a switch to LFU, as in Redis, and must not overflow here.
+    let last_minutes = (access >> 8) & 0xFFFF;
     let counter = access & 0xFF;
     let elapsed = if now_minutes >= last_minutes {
         now_minutes - last_minutes
@@ -868,8 +871,19 @@ mod tests {
     #[test]
     fn writes_count_toward_the_lfu_counter() {
         let mut h = Harness::new();
+        // A key written under LRU holds the clock in seconds; after a switch
+        // to LFU it reads as some counter, and overwriting it works (at
+        // today's clock, whose seconds do not fit LFU's 16 bits of minutes).
+        h.context.now_ms = 1_795_800_000_000;
+        h.set("before", "v");
         h.keyspace.config.lfu = true;
         let freq = |h: &mut Harness, key: &str| h.run(&["OBJECT", "FREQ", key]);
+        assert!(matches!(freq(&mut h, "before"), Frame::Integer(_)));
+        assert_eq!(h.run(&["SET", "before", "w"]), Frame::OK);
+        assert_eq!(
+            h.run(&["INCR", "before"]),
+            Frame::error("ERR value is not an integer or out of range")
+        );
         h.run(&["INCR", "hits"]);
         assert_eq!(freq(&mut h, "hits"), Frame::Integer(5));
         h.run(&["INCR", "hits"]);
