@@ -807,11 +807,20 @@ impl Keyspace {
 }
 
 fn lru_clock(context: &Context) -> u32 {
-    context.now_seconds() as u32
+    lru_clock_at(context.now_ms)
+}
+
+fn lru_clock_at(now_ms: u64) -> u32 {
+    (now_ms / 1000) as u32
 }
 
 fn lfu_minutes(context: &Context) -> u32 {
-    ((context.now_ms / 60_000) & 0xFFFF) as u32
+    lfu_minutes_at(context.now_ms)
+}
+
+/// 16 bits of minutes, as Redis keeps them.
+fn lfu_minutes_at(now_ms: u64) -> u32 {
+    ((now_ms / 60_000) & 0xFFFF) as u32
 }
 
 fn lfu_decayed_counter(config: &KeyspaceConfig, access: u32, context: &Context) -> u32 {
@@ -845,9 +854,9 @@ const ACCESS_RNG_SEED: u64 = 0x0001_f0ac_ce55;
 /// 1 / ((counter - 5) * lfu-log-factor + 1), drawn from `rng`.
 fn next_access(config: &KeyspaceConfig, access: u32, now_ms: u64, rng: &mut Rng) -> u32 {
     if !config.lfu {
-        return (now_ms / 1000) as u32;
+        return lru_clock_at(now_ms);
     }
-    let minutes = ((now_ms / 60_000) & 0xFFFF) as u32;
+    let minutes = lfu_minutes_at(now_ms);
     let mut counter = lfu_decay(config, access, minutes);
     if counter < 255 {
         let base = counter.saturating_sub(LFU_INITIAL_COUNTER) as f64;

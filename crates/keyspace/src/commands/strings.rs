@@ -550,15 +550,15 @@ fn set_generic(keyspace: &mut Keyspace, context: &mut Context, request: SetReque
     };
     // A plain SET needs no lookup: `Keyspace::set` replaces whatever is there. The
     // conditions and KEEPTTL need to know (and so lazily expire) the current key.
-    let found = (options.nx || options.xx || options.keep_ttl)
-        && exists_for_write(keyspace, context, request.key);
+    let looked_up = options.nx || options.xx || options.keep_ttl;
+    let found = looked_up && exists_for_write(keyspace, context, request.key);
     if (options.nx && found) || (options.xx && !found) {
         return old_value.unwrap_or(request.aborted);
     }
     let value = Value::string(request.value);
     if options.keep_ttl && expire_at.is_none() {
         keyspace.set_keep_ttl(context, request.key, value);
-    } else if options.nx || options.xx || options.keep_ttl {
+    } else if looked_up {
         // The lookup above counted the access, as Redis's one lookup does.
         keyspace.set_looked_up(context, request.key, value, expire_at);
     } else {
