@@ -4,6 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// A file opened for appending.
@@ -26,6 +27,22 @@ pub trait Fs: Send + Sync + 'static {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Opens `path` for appending, creating it if missing.
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>>;
+    /// Opens the log segment `path` (creating it if missing) to append at
+    /// `length`, its logical end, keeping the bytes ahead of the writes
+    /// already written as zeros, at least `preallocate` at a time (0: no
+    /// preallocation). The file may then be longer than what was appended;
+    /// the log store reads a zero tail as the end of the segment. By
+    /// default there is no preallocation and the file must be exactly
+    /// `length` bytes long (a simulated disk's files are).
+    fn open_segment(
+        &self,
+        path: &Path,
+        length: u64,
+        preallocate: u64,
+    ) -> io::Result<Box<dyn AppendFile>> {
+        let _ = (length, preallocate);
+        self.open_append(path)
+    }
     /// Cuts `path` to `length` bytes and makes that durable.
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()>;
     fn remove(&self, path: &Path) -> io::Result<()>;
@@ -59,6 +76,51 @@ impl AppendFile for StdAppendFile {
     }
 }
 
+/// A log segment written ahead with zeros. An append inside the written
+/// zeros changes neither the file's size nor its block allocation, so its
+/// `fdatasync` writes the data and flushes the device, without writing the
+/// inode (on ext4 without a journal that is one disk write in three fewer
+/// per sync, and about a quarter off its latency).
+struct PreallocatedFile {
+    file: File,
+    /// Where the next append goes.
+    position: u64,
+    /// The file's length: zeros from `position` up to here.
+    allocated: u64,
+    step: u64,
+}
+
+impl PreallocatedFile {
+    /// Writes zeros from the current end until the file holds `end` bytes,
+    /// and `step` more.
+    fn extend_to(&mut self, end: u64) -> io::Result<()> {
+        const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let target = end.max(self.allocated.saturating_add(self.step));
+        while self.allocated < target {
+            let chunk = (target - self.allocated).min(ZEROS.len() as u64) as usize;
+            self.file.write_all_at(&ZEROS[..chunk], self.allocated)?;
+            self.allocated += chunk as u64;
+        }
+        Ok(())
+    }
+}
+
+impl AppendFile for PreallocatedFile {
+    fn append(&mut self, data: &[u8]) -> io::Result<()> {
+        let end = self.position + data.len() as u64;
+        if end > self.allocated {
+            self.extend_to(end)?;
+        }
+        self.file.write_all_at(data, self.position)?;
+        self.position = end;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
 impl Fs for StdFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
@@ -87,6 +149,39 @@ impl Fs for StdFs {
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn AppendFile>> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Box::new(StdAppendFile(file)))
+    }
+
+    fn open_segment(
+        &self,
+        path: &Path,
+        length: u64,
+        preallocate: u64,
+    ) -> io::Result<Box<dyn AppendFile>> {
+        if preallocate == 0 {
+            return self.open_append(path);
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)?;
+        let allocated = file.metadata()?.len();
+        if allocated < length {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "log segment {} is {allocated} bytes, shorter than its {length} bytes of records",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(Box::new(PreallocatedFile {
+            file,
+            position: length,
+            allocated,
+            step: preallocate,
+        }))
     }
 
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()> {

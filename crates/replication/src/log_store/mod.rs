@@ -56,6 +56,9 @@ const META_FILE: &str = "meta";
 /// leader), so it need not cost an fsync per commit.
 const COMMITTED_PERSIST_STRIDE: u64 = 1024;
 
+/// Zeros written ahead of a segment's records at a time.
+pub const DEFAULT_PREALLOCATE: u64 = 4 << 20;
+
 /// Where the writer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriterMode {
@@ -74,6 +77,10 @@ pub struct LogStoreOptions {
     pub fsync: bool,
     pub writer: WriterMode,
     pub fs: Arc<dyn Fs>,
+    /// Write zeros ahead of the records this many bytes at a time, so an
+    /// fsync after an append need not write the file's size and block map
+    /// (0: append plainly). See [`fs::Fs::open_segment`].
+    pub preallocate: u64,
 }
 
 impl Default for LogStoreOptions {
@@ -83,6 +90,7 @@ impl Default for LogStoreOptions {
             fsync: true,
             writer: WriterMode::Thread,
             fs: Arc::new(StdFs),
+            preallocate: DEFAULT_PREALLOCATE,
         }
     }
 }
@@ -486,7 +494,9 @@ struct Disk {
     dir: PathBuf,
     segment_bytes: u64,
     fsync: bool,
-    /// Segment first index -> its length in bytes.
+    preallocate: u64,
+    /// Segment first index -> the length of its records in bytes (the file
+    /// may be longer: zeros written ahead).
     segments: BTreeMap<u64, u64>,
     /// (segment, offset) of the record of entry `positions_base + i`.
     positions: VecDeque<(u64, u64)>,
@@ -517,6 +527,9 @@ impl Disk {
             dir: dir.to_path_buf(),
             segment_bytes: options.segment_bytes.max(1),
             fsync: options.fsync,
+            // A step past the segment's size would write zeros no record
+            // ever takes.
+            preallocate: options.preallocate.min(options.segment_bytes.max(1)),
             segments: BTreeMap::new(),
             positions: VecDeque::new(),
             positions_base: 0,
@@ -537,7 +550,9 @@ impl Disk {
             let mut offset = 0usize;
             while offset < data.len() {
                 let Some(entry) = decode_record(&data[offset..]) else {
-                    broken = true;
+                    // Zeros to the end are the space written ahead of the
+                    // records: the segment ends here, whole.
+                    broken = data[offset..].iter().any(|&byte| byte != 0);
                     break;
                 };
                 let (entry, used) = entry;
@@ -569,7 +584,7 @@ impl Disk {
                 }
                 fs.sync_dir(dir)?;
             } else {
-                disk.segments.insert(first, data.len() as u64);
+                disk.segments.insert(first, offset as u64);
             }
         }
         Ok((disk, entries))
@@ -751,7 +766,11 @@ impl Disk {
             Some((first, length)) if length < self.segment_bytes => {
                 if self.current.as_ref().map(|(open, _)| *open) != Some(first) {
                     self.flush_pending()?;
-                    let file = self.fs.open_append(&self.dir.join(segment_name(first)))?;
+                    let file = self.fs.open_segment(
+                        &self.dir.join(segment_name(first)),
+                        length,
+                        self.preallocate,
+                    )?;
                     self.current = Some((first, file));
                 }
                 Ok(first)
@@ -759,7 +778,11 @@ impl Disk {
             _ => {
                 // The previous segment must be durable before later entries are.
                 self.sync_current()?;
-                let file = self.fs.open_append(&self.dir.join(segment_name(index)))?;
+                let file = self.fs.open_segment(
+                    &self.dir.join(segment_name(index)),
+                    0,
+                    self.preallocate,
+                )?;
                 self.fs.sync_dir(&self.dir)?;
                 self.segments.insert(index, 0);
                 self.current = Some((index, file));

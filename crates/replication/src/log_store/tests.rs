@@ -55,6 +55,14 @@ fn options(segment_bytes: u64) -> LogStoreOptions {
     }
 }
 
+/// Segments exactly as long as their records, for tests that measure them.
+fn plain_options(segment_bytes: u64) -> LogStoreOptions {
+    LogStoreOptions {
+        preallocate: 0,
+        ..options(segment_bytes)
+    }
+}
+
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -104,7 +112,9 @@ async fn state_survives_a_restart() {
 async fn a_torn_tail_is_cut_at_the_last_whole_record() {
     let scratch = Scratch::new("log-torn");
     {
-        let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+        let mut store = LogStore::open(&scratch.0, plain_options(1 << 20))
+            .await
+            .unwrap();
         append(&mut store, (1..=20).map(|index| entry(1, index)).collect()).await;
     }
     let segment = segments(&scratch.0).pop().unwrap();
@@ -117,12 +127,16 @@ async fn a_torn_tail_is_cut_at_the_last_whole_record() {
     file.set_len(length - 7).unwrap();
     drop(file);
 
-    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    let mut store = LogStore::open(&scratch.0, plain_options(1 << 20))
+        .await
+        .unwrap();
     assert_eq!(indexes(&mut store).await, (1..=19).collect::<Vec<_>>());
     // The store appends again right after the last good record.
     append(&mut store, vec![entry(2, 20), entry(2, 21)]).await;
     drop(store);
-    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    let mut store = LogStore::open(&scratch.0, plain_options(1 << 20))
+        .await
+        .unwrap();
     assert_eq!(indexes(&mut store).await, (1..=21).collect::<Vec<_>>());
     let last = store.try_get_log_entries(21..22).await.unwrap();
     assert_eq!(last[0], entry(2, 21));
@@ -132,7 +146,9 @@ async fn a_torn_tail_is_cut_at_the_last_whole_record() {
 async fn a_flipped_byte_ends_the_log_before_that_record() {
     let scratch = Scratch::new("log-flip");
     {
-        let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+        let mut store = LogStore::open(&scratch.0, plain_options(2000))
+            .await
+            .unwrap();
         append(&mut store, (1..=60).map(|index| entry(1, index)).collect()).await;
     }
     let files = segments(&scratch.0);
@@ -151,15 +167,117 @@ async fn a_flipped_byte_ends_the_log_before_that_record() {
     data[record * 2 + 20] ^= 0x40;
     std::fs::write(target, &data).unwrap();
 
-    let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+    let mut store = LogStore::open(&scratch.0, plain_options(2000))
+        .await
+        .unwrap();
     let expected: Vec<u64> = (1..first_index + 2).collect();
     assert_eq!(indexes(&mut store).await, expected);
     // Later segments are gone, so new appends continue cleanly.
     assert_eq!(segments(&scratch.0).len(), 2);
     append(&mut store, vec![entry(3, first_index + 2)]).await;
     drop(store);
-    let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+    let mut store = LogStore::open(&scratch.0, plain_options(2000))
+        .await
+        .unwrap();
     assert_eq!(indexes(&mut store).await.last(), Some(&(first_index + 2)));
+}
+
+/// The end of the records of a segment written ahead with zeros: the offset
+/// of the first header announcing an empty record.
+fn records_end(data: &[u8]) -> usize {
+    let mut offset = 0;
+    while offset + RECORD_HEADER_BYTES <= data.len() {
+        let length = u32::from_le_bytes(data[offset..offset + 4].try_into().unwrap()) as usize;
+        if length == 0 {
+            break;
+        }
+        offset += RECORD_HEADER_BYTES + length;
+    }
+    offset
+}
+
+#[tokio::test]
+async fn appends_continue_after_the_records_not_after_the_zeros_written_ahead() {
+    let scratch = Scratch::new("log-ahead");
+    let options = LogStoreOptions {
+        preallocate: 64 << 10,
+        ..options(1 << 20)
+    };
+    {
+        let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+        append(&mut store, (1..=20).map(|index| entry(1, index)).collect()).await;
+    }
+    let segment = segments(&scratch.0).pop().unwrap();
+    let data = std::fs::read(&segment).unwrap();
+    assert_eq!(data.len(), 64 << 10, "the segment is written ahead");
+    let end = records_end(&data);
+    assert!(end > 0 && data[end..].iter().all(|&byte| byte == 0));
+
+    // A restart reads the zeros as the segment's end and appends after the
+    // records: a second restart finds every entry.
+    let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=20).collect::<Vec<_>>());
+    append(&mut store, (21..=25).map(|index| entry(1, index)).collect()).await;
+    drop(store);
+    let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=25).collect::<Vec<_>>());
+    drop(store);
+
+    // Records past the first extension: the file grows by another step.
+    {
+        let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+        append(
+            &mut store,
+            (26..=1200).map(|index| entry(1, index)).collect(),
+        )
+        .await;
+    }
+    let data = std::fs::read(&segment).unwrap();
+    assert!(data.len() > 64 << 10 && data.len() % (64 << 10) != 1);
+    let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=1200).collect::<Vec<_>>());
+    drop(store);
+
+    // A torn last record (its end never reached the disk) before the zeros
+    // is cut like any torn record, and appends continue in its place.
+    let mut data = std::fs::read(&segment).unwrap();
+    let end = records_end(&data);
+    data[end - 7..end].fill(0);
+    std::fs::write(&segment, &data).unwrap();
+    let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=1199).collect::<Vec<_>>());
+    append(&mut store, vec![entry(2, 1200), entry(2, 1201)]).await;
+    drop(store);
+    let mut store = LogStore::open(&scratch.0, options).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=1201).collect::<Vec<_>>());
+    let last = store.try_get_log_entries(1200..1202).await.unwrap();
+    assert_eq!(last, vec![entry(2, 1200), entry(2, 1201)]);
+}
+
+#[tokio::test]
+async fn segments_written_ahead_roll_and_recover_whole() {
+    let scratch = Scratch::new("log-ahead-roll");
+    {
+        let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+        for index in 1..=60 {
+            append(&mut store, vec![entry(1, index)]).await;
+        }
+    }
+    let files = segments(&scratch.0);
+    assert!(files.len() >= 3, "small segments roll: {files:?}");
+    // Full segments end in zeros written ahead, which recovery must read as
+    // their end, not as damage that drops the segments after them.
+    let full_with_zeros = files[..files.len() - 1]
+        .iter()
+        .filter(|file| {
+            let data = std::fs::read(file).unwrap();
+            records_end(&data) < data.len()
+        })
+        .count();
+    assert!(full_with_zeros > 0);
+    let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=60).collect::<Vec<_>>());
+    assert_eq!(segments(&scratch.0), files);
 }
 
 /// Records in a segment whose records all have the same size.
