@@ -94,7 +94,7 @@ impl PreallocatedFile {
     /// Writes zeros from the current end until the file holds `end` bytes,
     /// and `step` more.
     fn extend_to(&mut self, end: u64) -> io::Result<()> {
-        const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let target = end.max(self.allocated.saturating_add(self.step));
         while self.allocated < target {
             let chunk = (target - self.allocated).min(ZEROS.len() as u64) as usize;
