@@ -57,7 +57,7 @@ const META_FILE: &str = "meta";
 const COMMITTED_PERSIST_STRIDE: u64 = 1024;
 
 /// Zeros written ahead of a segment's records at a time.
-pub const DEFAULT_PREALLOCATE: u64 = 4 << 20;
+pub const DEFAULT_PREALLOCATE: u64 = 1 << 20;
 
 /// Where the writer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
