@@ -548,11 +548,13 @@ impl Disk {
             }
             let data = fs.read(&path)?;
             let mut offset = 0usize;
+            let mut zero_tail = false;
             while offset < data.len() {
                 let Some(entry) = decode_record(&data[offset..]) else {
                     // Zeros to the end are the space written ahead of the
                     // records: the segment ends here, whole.
-                    broken = data[offset..].iter().any(|&byte| byte != 0);
+                    zero_tail = data[offset..].iter().all(|&byte| byte == 0);
+                    broken = !zero_tail;
                     break;
                 };
                 let (entry, used) = entry;
@@ -584,6 +586,12 @@ impl Disk {
                 }
                 fs.sync_dir(dir)?;
             } else {
+                if zero_tail {
+                    // Cut, so that every file system appends right after the
+                    // records (one without preallocation appends at the
+                    // file's end); the writer writes zeros ahead again.
+                    fs.truncate(&path, offset as u64)?;
+                }
                 disk.segments.insert(first, offset as u64);
             }
         }

@@ -254,6 +254,40 @@ async fn appends_continue_after_the_records_not_after_the_zeros_written_ahead() 
     assert_eq!(last, vec![entry(2, 1200), entry(2, 1201)]);
 }
 
+/// A file system may leave zeros where the last writes went (ext4 after a
+/// power loss can keep a file's new size without its data). Read as the
+/// end of the records, they must not stay in front of later appends, even
+/// where the store does not write ahead itself.
+#[tokio::test]
+async fn appends_after_a_zero_tail_land_after_the_records() {
+    for preallocate in [0, 4096] {
+        let scratch = Scratch::new("log-zero-tail");
+        let options = LogStoreOptions {
+            preallocate,
+            ..options(1 << 20)
+        };
+        {
+            let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+            append(&mut store, (1..=10).map(|index| entry(1, index)).collect()).await;
+        }
+        let segment = segments(&scratch.0).pop().unwrap();
+        let mut data = std::fs::read(&segment).unwrap();
+        data.extend_from_slice(&[0; 10_000]);
+        std::fs::write(&segment, &data).unwrap();
+
+        let mut store = LogStore::open(&scratch.0, options.clone()).await.unwrap();
+        assert_eq!(indexes(&mut store).await, (1..=10).collect::<Vec<_>>());
+        append(&mut store, (11..=12).map(|index| entry(1, index)).collect()).await;
+        drop(store);
+        let mut store = LogStore::open(&scratch.0, options).await.unwrap();
+        assert_eq!(
+            indexes(&mut store).await,
+            (1..=12).collect::<Vec<_>>(),
+            "preallocate {preallocate}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn segments_written_ahead_roll_and_recover_whole() {
     let scratch = Scratch::new("log-ahead-roll");
