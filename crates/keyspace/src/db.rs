@@ -82,17 +82,48 @@ pub struct Db {
     gone_streams: Option<Vec<Bytes>>,
 }
 
+/// A key and its value's estimated bytes (a sample of an aggregate's
+/// elements), for counting what a snapshot holds.
+fn entry_bytes(key: &[u8], entry: &Entry) -> usize {
+    crate::commands::memory::key_bytes(key, &entry.value, 5)
+}
+
+/// An expiry record's key.
+fn expiry_bytes(key: &[u8], _: &()) -> usize {
+    key.len()
+}
+
 impl Db {
     pub fn new(hash_key: (u64, u64)) -> Self {
         Db {
-            keys: Dict::new(hash_key),
-            expires: Dict::new((hash_key.1, hash_key.0)),
+            keys: Dict::with_sizer(hash_key, entry_bytes),
+            expires: Dict::with_sizer((hash_key.1, hash_key.0), expiry_bytes),
             expire_cursor: 0,
             expired_keys: 0,
             slots: None,
             expired_log: None,
             gone_streams: None,
         }
+    }
+
+    /// A clone for a snapshot: the tables' pages this database copies on
+    /// writes while the clone lives count in [`Db::snapshot_copy_bytes`].
+    pub fn clone_tracked(&mut self) -> Db {
+        Db {
+            keys: self.keys.clone_tracked(),
+            expires: self.expires.clone_tracked(),
+            expire_cursor: self.expire_cursor,
+            expired_keys: self.expired_keys,
+            slots: self.slots.clone(),
+            expired_log: self.expired_log.clone(),
+            gone_streams: self.gone_streams.clone(),
+        }
+    }
+
+    /// Estimated bytes this database copied from pages a tracked clone
+    /// still holds (see [`Dict::clone_tracked`]).
+    pub fn snapshot_copy_bytes(&self) -> u64 {
+        self.keys.snapshot_copy_bytes() + self.expires.snapshot_copy_bytes()
     }
 
     /// Starts or stops recording the keys expiry deletes (for `expired`

@@ -10,7 +10,8 @@
 
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 /// Keys up to this long live inside the node: one allocation per key, and a lookup
 /// compares bytes already in the cache line it loaded.
@@ -100,6 +101,30 @@ pub struct Dict<V> {
     bucket_count: usize,
     len: usize,
     hash_key: (u64, u64),
+    /// Estimates the bytes of one entry, for [`Dict::snapshot_copy_bytes`];
+    /// without it copies are not counted.
+    sizer: Option<Sizer<V>>,
+    /// The count of the latest tracked clone ([`Dict::clone_tracked`]):
+    /// gone once that clone is dropped.
+    copies: Weak<AtomicU64>,
+    /// Held by a tracked clone, so its original's count lives as long as it.
+    copies_owner: Option<Arc<AtomicU64>>,
+}
+
+/// The estimated bytes of one entry (key and value).
+pub type Sizer<V> = fn(&[u8], &V) -> usize;
+
+/// The estimated bytes of every entry of `page`.
+fn page_bytes<V>(page: &[Bucket<V>], sizer: Sizer<V>) -> u64 {
+    let mut bytes = size_of_val(page) as u64;
+    for bucket in page {
+        let mut node = bucket.0.as_deref();
+        while let Some(current) = node {
+            bytes += (size_of::<Node<V>>() + sizer(current.key.as_slice(), &current.value)) as u64;
+            node = current.next.as_deref();
+        }
+    }
+    bytes
 }
 
 /// Smallest table allocated once the first key arrives.
@@ -150,6 +175,49 @@ impl<V: Clone> Dict<V> {
             bucket_count: 0,
             len: 0,
             hash_key,
+            sizer: None,
+            copies: Weak::new(),
+            copies_owner: None,
+        }
+    }
+
+    /// A table that counts what it copies while a tracked clone shares its
+    /// pages, each entry estimated by `sizer`.
+    pub fn with_sizer(hash_key: (u64, u64), sizer: Sizer<V>) -> Self {
+        Dict {
+            sizer: Some(sizer),
+            ..Dict::new(hash_key)
+        }
+    }
+
+    /// A clone (as [`Clone`]) whose pages, once this table writes to them
+    /// and so copies them, are counted in [`Dict::snapshot_copy_bytes`]
+    /// until the clone is dropped: the memory a snapshot holds beyond the
+    /// live table, which Redis, whose snapshot is a forked child's, never
+    /// counts as its own.
+    pub fn clone_tracked(&mut self) -> Self {
+        let count = Arc::new(AtomicU64::new(0));
+        self.copies = Arc::downgrade(&count);
+        let mut copy = self.clone();
+        copy.copies_owner = Some(count);
+        copy
+    }
+
+    /// Estimated bytes of the pages copied on writes since the latest
+    /// tracked clone was made, while that clone lives (0 after).
+    pub fn snapshot_copy_bytes(&self) -> u64 {
+        self.copies
+            .upgrade()
+            .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    /// Counts `page` as left to the tracked clone, if one shares it.
+    fn count_shared(copies: &Weak<AtomicU64>, sizer: Option<Sizer<V>>, page: &Page<V>) {
+        if Arc::strong_count(page) == 1 {
+            return;
+        }
+        if let (Some(sizer), Some(count)) = (sizer, copies.upgrade()) {
+            count.fetch_add(page_bytes(page, sizer), Ordering::Relaxed);
         }
     }
 
@@ -185,7 +253,9 @@ impl<V: Clone> Dict<V> {
     /// The chain of `bucket` for writing; copies its page first if a clone
     /// shares it.
     fn link_mut(&mut self, bucket: usize) -> &mut Option<Box<Node<V>>> {
-        &mut Arc::make_mut(&mut self.pages[bucket >> PAGE_SHIFT])[bucket & PAGE_MASK].0
+        let page = &mut self.pages[bucket >> PAGE_SHIFT];
+        Self::count_shared(&self.copies, self.sizer, page);
+        &mut Arc::make_mut(page)[bucket & PAGE_MASK].0
     }
 
     fn find(&self, bucket: usize, key: &[u8]) -> Option<&Node<V>> {
@@ -342,6 +412,9 @@ impl<V: Clone> Dict<V> {
     /// Drops every entry and releases the table (pages a clone still shares
     /// stay with the clone).
     pub fn clear(&mut self) {
+        for page in &self.pages {
+            Self::count_shared(&self.copies, self.sizer, page);
+        }
         self.pages = Vec::new();
         self.bucket_count = 0;
         self.len = 0;
@@ -363,6 +436,7 @@ impl<V: Clone> Dict<V> {
         // Old chains in bucket order, each from its head, every node pushed at
         // the head of its new chain.
         for page in old {
+            Self::count_shared(&self.copies, self.sizer, &page);
             drain_page(page, |mut node| {
                 let bucket = (self.hash(node.key.as_slice()) as usize) & mask;
                 let link = self.link_mut(bucket);
@@ -497,6 +571,7 @@ impl<V: Clone> Dict<V> {
         let old = std::mem::replace(&mut self.pages, empty_pages(bucket_count));
         self.bucket_count = bucket_count;
         for page in old {
+            Self::count_shared(&self.copies, self.sizer, &page);
             drain_page(page, |node| {
                 let bucket = self.bucket_of(node.key.as_slice());
                 self.append(bucket, node);
@@ -540,6 +615,9 @@ impl<V: Clone> Clone for Dict<V> {
             bucket_count: self.bucket_count,
             len: self.len,
             hash_key: self.hash_key,
+            sizer: self.sizer,
+            copies: Weak::new(),
+            copies_owner: None,
         }
     }
 }
@@ -568,6 +646,86 @@ mod tests {
 
     fn key(index: u32) -> Vec<u8> {
         format!("key:{index}").into_bytes()
+    }
+
+    /// Every entry of this test's tables counts 100 bytes.
+    fn hundred(_: &[u8], _: &u32) -> usize {
+        100
+    }
+
+    fn sized(count: u32) -> Dict<u32> {
+        let mut dict = Dict::with_sizer((7, 8), hundred);
+        for index in 0..count {
+            dict.insert(&key(index), index);
+        }
+        dict
+    }
+
+    #[test]
+    fn pages_copied_while_a_tracked_clone_shares_them_are_counted_until_it_goes() {
+        let mut dict = sized(4000);
+        assert!(dict.bucket_count() >= 4096, "many pages");
+        let entry = (100 + size_of::<Node<u32>>()) as u64;
+        let whole_page = |dict: &Dict<u32>, bucket: usize| -> u64 {
+            let page = &dict.pages[bucket >> PAGE_SHIFT];
+            page_bytes(page, hundred)
+        };
+
+        // An untracked clone (a copy for any other purpose) counts nothing.
+        let plain = dict.clone();
+        *dict.get_mut(&key(1)).unwrap() = 10;
+        assert_eq!(dict.snapshot_copy_bytes(), 0);
+        drop(plain);
+
+        let snapshot = dict.clone_tracked();
+        assert_eq!(dict.snapshot_copy_bytes(), 0, "nothing copied yet");
+        // The first write to a page copies it: the whole page is counted,
+        // once; a second write to the same page counts nothing more.
+        let bucket = dict.bucket_of(&key(2));
+        let expected = whole_page(&dict, bucket);
+        assert!(expected >= entry, "the page holds key 2");
+        *dict.get_mut(&key(2)).unwrap() = 20;
+        assert_eq!(dict.snapshot_copy_bytes(), expected);
+        *dict.get_mut(&key(2)).unwrap() = 21;
+        assert_eq!(dict.snapshot_copy_bytes(), expected);
+        // Writing every key copies every page: about the whole table.
+        for index in 0..4000 {
+            *dict.get_mut(&key(index)).unwrap() += 1;
+        }
+        let all = dict.snapshot_copy_bytes();
+        let table = 4000 * entry + (dict.bucket_count() * size_of::<Bucket<u32>>()) as u64;
+        assert_eq!(all, table);
+        // The snapshot is written and dropped: what it held is freed.
+        drop(snapshot);
+        assert_eq!(dict.snapshot_copy_bytes(), 0);
+        *dict.get_mut(&key(3)).unwrap() = 30;
+        assert_eq!(dict.snapshot_copy_bytes(), 0);
+    }
+
+    #[test]
+    fn a_resize_or_a_clear_under_a_tracked_clone_counts_the_pages_left_to_it() {
+        let entry = (100 + size_of::<Node<u32>>()) as u64;
+        // Growing past the load factor rehashes into new pages: the old ones
+        // all stay with the clone.
+        let mut dict = sized(4096);
+        let buckets = dict.bucket_count();
+        let snapshot = dict.clone_tracked();
+        for index in 4096..5000 {
+            dict.insert(&key(index), index);
+        }
+        assert!(dict.bucket_count() > buckets, "the table grew");
+        assert!(dict.snapshot_copy_bytes() >= 4096 * entry);
+        drop(snapshot);
+        assert_eq!(dict.snapshot_copy_bytes(), 0);
+
+        let mut dict = sized(1000);
+        let snapshot = dict.clone_tracked();
+        dict.clear();
+        assert_eq!(
+            dict.snapshot_copy_bytes(),
+            1000 * entry + (snapshot.bucket_count() * size_of::<Bucket<u32>>()) as u64
+        );
+        assert_eq!(snapshot.len(), 1000);
     }
 
     #[test]

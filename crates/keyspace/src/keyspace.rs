@@ -351,6 +351,23 @@ impl Keyspace {
         self.dbs.len()
     }
 
+    /// A clone for a snapshot (as [`Clone`]): what the live keyspace copies
+    /// from pages the clone shares, and so leaves to it, is counted in
+    /// [`Keyspace::snapshot_copy_bytes`] until the clone is dropped.
+    pub fn clone_for_snapshot(&mut self) -> Keyspace {
+        let mut copy = self.clone();
+        copy.dbs = self.dbs.iter_mut().map(Db::clone_tracked).collect();
+        copy
+    }
+
+    /// Estimated bytes held only by the latest snapshot clone (pages the
+    /// live keyspace copied on writes since it was made); 0 once it is
+    /// dropped. Memory a snapshot holds is left out of `maxmemory`, as
+    /// Redis's forked child's copy-on-write pages are.
+    pub fn snapshot_copy_bytes(&self) -> u64 {
+        self.dbs.iter().map(Db::snapshot_copy_bytes).sum()
+    }
+
     pub fn db(&mut self, index: usize) -> &mut Db {
         &mut self.dbs[index]
     }
@@ -1780,6 +1797,36 @@ mod slot_state_tests {
         }
         let now = plain.context.now_ms;
         assert_eq!(digest(&plain.keyspace, now), digest(&indexed.keyspace, now));
+    }
+
+    /// A snapshot's copy: writes after it count the pages they copy, in
+    /// every database, with expiry records, until the copy is dropped.
+    #[test]
+    fn a_snapshot_copy_counts_what_the_live_keyspace_copies_while_it_lives() {
+        let (mut h, _) = filled(true);
+        let snapshot = h.keyspace.clone_for_snapshot();
+        assert_eq!(h.keyspace.snapshot_copy_bytes(), 0);
+        h.context.db = 2;
+        h.set("key:7", "changed");
+        let one_page = h.keyspace.snapshot_copy_bytes();
+        // A page of 256 buckets: about half of database 2's 402 keys.
+        assert!(one_page > 150 * 60, "{one_page}");
+        h.context.db = 0;
+        h.set_with_expiry("key:8", "changed", START_MS + 60_000);
+        // A page of database 0's keys and one of its expiry records.
+        assert!(h.keyspace.snapshot_copy_bytes() > 2 * one_page);
+        // The copy itself never changed.
+        assert_eq!(
+            snapshot.db_ref(2).entries().count(),
+            h.keyspace.db_ref(2).entries().count()
+        );
+        drop(snapshot);
+        assert_eq!(h.keyspace.snapshot_copy_bytes(), 0);
+        // A plain clone is not a snapshot's.
+        let plain = h.keyspace.clone();
+        h.set("key:9", "changed");
+        assert_eq!(h.keyspace.snapshot_copy_bytes(), 0);
+        drop(plain);
     }
 
     /// Cloning (the copy step of a snapshot) keeps the states.

@@ -50,15 +50,22 @@ pub fn limit_from(config: &crate::config::Config) -> Option<Limit> {
     })
 }
 
-fn over(limit: &Limit) -> bool {
-    alloc::counted_bytes() > limit.max_bytes
+/// A standalone node's memory as compared with the limit: the process's,
+/// less what a save's copy of the keyspace holds (the pages the live
+/// keyspace copied since, included), as Redis never counts its forked
+/// child's.
+fn over(limit: &Limit, keyspace: &Keyspace) -> bool {
+    (alloc::counted_bytes() as u64).saturating_sub(keyspace.snapshot_copy_bytes())
+        > limit.max_bytes as u64
 }
 
 /// A replica's memory as compared with the limit: the process's, less what
 /// its groups' Raft logs hold in memory (as Redis leaves replication and AOF
-/// buffers out).
-fn over_replicated(limit: &Limit, logs: u64) -> bool {
-    (alloc::allocated_bytes() as u64).saturating_sub(logs) > limit.max_bytes as u64
+/// buffers out) and what their snapshot builds hold alone (pages the live
+/// keyspaces copied while a snapshot's copy shared them, as Redis leaves
+/// out its forked child's copy-on-write pages).
+fn over_replicated(limit: &Limit, held_elsewhere: u64) -> bool {
+    (alloc::allocated_bytes() as u64).saturating_sub(held_elsewhere) > limit.max_bytes as u64
 }
 
 /// Standalone: evicts until memory is under the limit; true when it is
@@ -66,7 +73,7 @@ fn over_replicated(limit: &Limit, logs: u64) -> bool {
 fn make_room(keyspace: &mut Keyspace, rng: &mut keyspace::Rng, limit: &Limit) -> bool {
     let context = Context::new(clock::unix_ms(), rng.next_u64());
     for _ in 0..MAX_ROUNDS * VICTIMS_PER_ROUND {
-        if !over(limit) {
+        if !over(limit, keyspace) {
             return false;
         }
         let Some((db, key)) = keyspace.eviction_victim(limit.policy, limit.samples, rng, &context)
@@ -75,7 +82,7 @@ fn make_room(keyspace: &mut Keyspace, rng: &mut keyspace::Rng, limit: &Limit) ->
         };
         keyspace.evict(db, &key);
     }
-    over(limit)
+    over(limit, keyspace)
 }
 
 /// Standalone: whether a write now meets OOM (evicting first, as before any
@@ -109,19 +116,22 @@ pub async fn out_of_memory_replicated(shared: &Shared, replica: &Replica) -> boo
 /// A shard leader: proposes evictions until memory is under the limit; true
 /// when it is still over.
 async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit) -> bool {
-    let logs = || -> u64 {
+    let held = |replica: &Replica| -> u64 {
+        replica.group.log.memory_bytes() + lock(&replica.group.state).keyspace.snapshot_copy_bytes()
+    };
+    let held_elsewhere = || -> u64 {
         match (&shared.cluster, &shared.replica) {
             (Some(node), _) => node
                 .local_shards()
                 .iter()
-                .map(|replica| replica.group.log.memory_bytes())
+                .map(|replica| held(replica))
                 .sum(),
-            (None, Some(replica)) => replica.group.log.memory_bytes(),
+            (None, Some(replica)) => held(replica),
             (None, None) => 0,
         }
     };
     for _ in 0..MAX_ROUNDS {
-        if !over_replicated(limit, logs()) {
+        if !over_replicated(limit, held_elsewhere()) {
             return false;
         }
         let (keys, seed) = {
@@ -169,8 +179,8 @@ async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit)
             tokio::time::timeout(Duration::from_secs(5), write).await,
             Ok(Ok(_))
         ) {
-            return over_replicated(limit, logs());
+            return over_replicated(limit, held_elsewhere());
         }
     }
-    over_replicated(limit, logs())
+    over_replicated(limit, held_elsewhere())
 }

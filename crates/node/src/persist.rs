@@ -139,9 +139,9 @@ impl Drop for Copy {
 
 /// The keyspace as it is now, and its change counter.
 fn copy(shared: &Shared) -> (Copy, u64) {
-    let store = shared.store();
+    let mut store = shared.store();
     let before = crate::alloc::allocated_bytes();
-    let keyspace = store.keyspace.clone();
+    let keyspace = store.keyspace.clone_for_snapshot();
     let bytes = crate::alloc::allocated_bytes().saturating_sub(before);
     crate::alloc::hold_save_copy(bytes);
     let dirty = store.keyspace.stats.dirty;

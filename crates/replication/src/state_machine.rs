@@ -454,9 +454,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        let state = lock_off_worker(&self.state);
+        let mut state = lock_off_worker(&self.state);
         SnapshotBuilder {
-            keyspace: Some(state.keyspace.clone()),
+            keyspace: Some(state.keyspace.clone_for_snapshot()),
             meta: SnapshotMeta {
                 last_log_id: state.last_applied,
                 last_membership: state.membership.clone(),
