@@ -114,7 +114,7 @@ impl Db {
             expires: self.expires.clone_tracked(),
             expire_cursor: self.expire_cursor,
             expired_keys: self.expired_keys,
-            slots: self.slots.clone(),
+            slots: self.slots.as_mut().map(SlotIndex::clone_tracked),
             expired_log: self.expired_log.clone(),
             gone_streams: self.gone_streams.clone(),
         }
@@ -123,7 +123,12 @@ impl Db {
     /// Estimated bytes this database copied from pages a tracked clone
     /// still holds (see [`Dict::clone_tracked`]).
     pub fn snapshot_copy_bytes(&self) -> u64 {
-        self.keys.snapshot_copy_bytes() + self.expires.snapshot_copy_bytes()
+        self.keys.snapshot_copy_bytes()
+            + self.expires.snapshot_copy_bytes()
+            + self
+                .slots
+                .as_ref()
+                .map_or(0, SlotIndex::snapshot_copy_bytes)
     }
 
     /// Starts or stops recording the keys expiry deletes (for `expired`

@@ -20,18 +20,48 @@
 use bytes::Bytes;
 use cluster::{key_slot, SLOTS};
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 type SlotKeys = Arc<BTreeSet<Box<[u8]>>>;
 
 /// See the module documentation.
-#[derive(Clone, PartialEq, Eq)]
 pub struct SlotIndex {
     /// The keys of each slot; None for a slot without keys.
     slots: Box<[Option<SlotKeys>]>,
     /// Keys indexed, over all slots.
     len: usize,
+    /// As the key tables' (see [`crate::dict::Dict::clone_tracked`]): the
+    /// estimated bytes of slot sets copied while the latest tracked clone
+    /// shares them, gone with that clone.
+    copies: Weak<AtomicU64>,
+    copies_owner: Option<Arc<AtomicU64>>,
 }
+
+/// Estimated bytes of one key in a slot's set: the boxed key, its pointer
+/// and length, and a share of the tree's node.
+fn set_bytes(keys: &BTreeSet<Box<[u8]>>) -> u64 {
+    keys.iter().map(|key| (key.len() + 32) as u64).sum()
+}
+
+impl Clone for SlotIndex {
+    fn clone(&self) -> Self {
+        SlotIndex {
+            slots: self.slots.clone(),
+            len: self.len,
+            copies: Weak::new(),
+            copies_owner: None,
+        }
+    }
+}
+
+impl PartialEq for SlotIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.slots == other.slots
+    }
+}
+
+impl Eq for SlotIndex {}
 
 impl Default for SlotIndex {
     fn default() -> Self {
@@ -54,6 +84,36 @@ impl SlotIndex {
         SlotIndex {
             slots: vec![None; SLOTS as usize].into_boxed_slice(),
             len: 0,
+            copies: Weak::new(),
+            copies_owner: None,
+        }
+    }
+
+    /// A clone whose slot sets, once this index changes them and so copies
+    /// them, count in [`SlotIndex::snapshot_copy_bytes`] while it lives.
+    pub fn clone_tracked(&mut self) -> Self {
+        let count = Arc::new(AtomicU64::new(0));
+        self.copies = Arc::downgrade(&count);
+        let mut copy = self.clone();
+        copy.copies_owner = Some(count);
+        copy
+    }
+
+    /// Estimated bytes of the slot sets copied since the latest tracked
+    /// clone was made, while it lives.
+    pub fn snapshot_copy_bytes(&self) -> u64 {
+        self.copies
+            .upgrade()
+            .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    /// Counts `keys` as left to the tracked clone, if one shares them.
+    fn count_shared(copies: &Weak<AtomicU64>, keys: &SlotKeys) {
+        if Arc::strong_count(keys) == 1 {
+            return;
+        }
+        if let Some(count) = copies.upgrade() {
+            count.fetch_add(set_bytes(keys), Ordering::Relaxed);
         }
     }
 
@@ -69,6 +129,7 @@ impl SlotIndex {
     /// Records a key added to the database.
     pub fn insert(&mut self, key: &[u8]) {
         let keys = self.slots[key_slot(key) as usize].get_or_insert_with(Default::default);
+        Self::count_shared(&self.copies, keys);
         if Arc::make_mut(keys).insert(key.into()) {
             self.len += 1;
         } else {
@@ -81,6 +142,7 @@ impl SlotIndex {
         let entry = &mut self.slots[key_slot(key) as usize];
         let removed = match entry {
             Some(keys) if keys.contains(key) => {
+                Self::count_shared(&self.copies, keys);
                 let keys = Arc::make_mut(keys);
                 keys.remove(key);
                 if keys.is_empty() {
@@ -99,6 +161,9 @@ impl SlotIndex {
 
     /// Forgets every key.
     pub fn clear(&mut self) {
+        for keys in self.slots.iter().flatten() {
+            Self::count_shared(&self.copies, keys);
+        }
         self.slots.fill(None);
         self.len = 0;
     }
@@ -188,6 +253,30 @@ mod tests {
     }
 
     /// A clone shares each slot's keys until either side changes that slot.
+    #[test]
+    fn slot_sets_copied_under_a_tracked_clone_are_counted_until_it_goes() {
+        let mut index = SlotIndex::from_keys(
+            ["{a}1", "{a}2", "{a}3", "{b}1"]
+                .iter()
+                .map(|key| key.as_bytes()),
+        );
+        let snapshot = index.clone_tracked();
+        assert_eq!(index.snapshot_copy_bytes(), 0);
+        // Adding to slot {a} copies its three keys' set, once.
+        index.insert(b"{a}4");
+        index.insert(b"{a}5");
+        assert_eq!(index.snapshot_copy_bytes(), 3 * (4 + 32));
+        // Removing from slot {b} copies its set.
+        index.remove(b"{b}1");
+        assert_eq!(index.snapshot_copy_bytes(), 4 * (4 + 32));
+        assert_eq!(snapshot.len(), 4);
+        drop(snapshot);
+        assert_eq!(index.snapshot_copy_bytes(), 0);
+        let _plain = index.clone();
+        index.insert(b"{a}6");
+        assert_eq!(index.snapshot_copy_bytes(), 0);
+    }
+
     #[test]
     fn clones_are_independent() {
         let mut index = SlotIndex::from_keys(["{u}a", "{u}b", "foo"].iter().map(|k| k.as_bytes()));
