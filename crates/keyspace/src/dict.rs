@@ -10,8 +10,9 @@
 
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+
+use crate::snapshot_copies::SnapshotCopies;
 
 /// Keys up to this long live inside the node: one allocation per key, and a lookup
 /// compares bytes already in the cache line it loaded.
@@ -104,11 +105,9 @@ pub struct Dict<V> {
     /// Estimates the bytes of one entry, for [`Dict::snapshot_copy_bytes`];
     /// without it copies are not counted.
     sizer: Option<Sizer<V>>,
-    /// The count of the latest tracked clone ([`Dict::clone_tracked`]):
-    /// gone once that clone is dropped.
-    copies: Weak<AtomicU64>,
-    /// Held by a tracked clone, so its original's count lives as long as it.
-    copies_owner: Option<Arc<AtomicU64>>,
+    /// What this table copied while the latest tracked clone
+    /// ([`Dict::clone_tracked`]) shared it.
+    copies: SnapshotCopies,
 }
 
 /// The estimated bytes of one entry (key and value).
@@ -176,8 +175,7 @@ impl<V: Clone> Dict<V> {
             len: 0,
             hash_key,
             sizer: None,
-            copies: Weak::new(),
-            copies_owner: None,
+            copies: SnapshotCopies::default(),
         }
     }
 
@@ -196,28 +194,23 @@ impl<V: Clone> Dict<V> {
     /// live table, which Redis, whose snapshot is a forked child's, never
     /// counts as its own.
     pub fn clone_tracked(&mut self) -> Self {
-        let count = Arc::new(AtomicU64::new(0));
-        self.copies = Arc::downgrade(&count);
-        let mut copy = self.clone();
-        copy.copies_owner = Some(count);
-        copy
+        let copies = self.copies.track();
+        Dict {
+            copies,
+            ..self.clone()
+        }
     }
 
     /// Estimated bytes of the pages copied on writes since the latest
     /// tracked clone was made, while that clone lives (0 after).
     pub fn snapshot_copy_bytes(&self) -> u64 {
-        self.copies
-            .upgrade()
-            .map_or(0, |count| count.load(Ordering::Relaxed))
+        self.copies.bytes()
     }
 
     /// Counts `page` as left to the tracked clone, if one shares it.
-    fn count_shared(copies: &Weak<AtomicU64>, sizer: Option<Sizer<V>>, page: &Page<V>) {
-        if Arc::strong_count(page) == 1 {
-            return;
-        }
-        if let (Some(sizer), Some(count)) = (sizer, copies.upgrade()) {
-            count.fetch_add(page_bytes(page, sizer), Ordering::Relaxed);
+    fn count_shared(copies: &SnapshotCopies, sizer: Option<Sizer<V>>, page: &Page<V>) {
+        if let Some(sizer) = sizer {
+            copies.count_if_shared(page, || page_bytes(page, sizer));
         }
     }
 
@@ -616,8 +609,7 @@ impl<V: Clone> Clone for Dict<V> {
             len: self.len,
             hash_key: self.hash_key,
             sizer: self.sizer,
-            copies: Weak::new(),
-            copies_owner: None,
+            copies: SnapshotCopies::default(),
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod set;
 pub mod slot_index;
 pub mod slots;
 pub mod snapshot;
+mod snapshot_copies;
 pub mod stream;
 #[cfg(test)]
 mod testing;

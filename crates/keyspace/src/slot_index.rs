@@ -20,8 +20,9 @@
 use bytes::Bytes;
 use cluster::{key_slot, SLOTS};
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+
+use crate::snapshot_copies::SnapshotCopies;
 
 type SlotKeys = Arc<BTreeSet<Box<[u8]>>>;
 
@@ -32,10 +33,8 @@ pub struct SlotIndex {
     /// Keys indexed, over all slots.
     len: usize,
     /// As the key tables' (see [`crate::dict::Dict::clone_tracked`]): the
-    /// estimated bytes of slot sets copied while the latest tracked clone
-    /// shares them, gone with that clone.
-    copies: Weak<AtomicU64>,
-    copies_owner: Option<Arc<AtomicU64>>,
+    /// slot sets copied while the latest tracked clone shared them.
+    copies: SnapshotCopies,
 }
 
 /// Estimated bytes of one key in a slot's set: the boxed key, its pointer
@@ -49,8 +48,7 @@ impl Clone for SlotIndex {
         SlotIndex {
             slots: self.slots.clone(),
             len: self.len,
-            copies: Weak::new(),
-            copies_owner: None,
+            copies: SnapshotCopies::default(),
         }
     }
 }
@@ -84,37 +82,29 @@ impl SlotIndex {
         SlotIndex {
             slots: vec![None; SLOTS as usize].into_boxed_slice(),
             len: 0,
-            copies: Weak::new(),
-            copies_owner: None,
+            copies: SnapshotCopies::default(),
         }
     }
 
     /// A clone whose slot sets, once this index changes them and so copies
     /// them, count in [`SlotIndex::snapshot_copy_bytes`] while it lives.
     pub fn clone_tracked(&mut self) -> Self {
-        let count = Arc::new(AtomicU64::new(0));
-        self.copies = Arc::downgrade(&count);
-        let mut copy = self.clone();
-        copy.copies_owner = Some(count);
-        copy
+        let copies = self.copies.track();
+        SlotIndex {
+            copies,
+            ..self.clone()
+        }
     }
 
     /// Estimated bytes of the slot sets copied since the latest tracked
     /// clone was made, while it lives.
     pub fn snapshot_copy_bytes(&self) -> u64 {
-        self.copies
-            .upgrade()
-            .map_or(0, |count| count.load(Ordering::Relaxed))
+        self.copies.bytes()
     }
 
     /// Counts `keys` as left to the tracked clone, if one shares them.
-    fn count_shared(copies: &Weak<AtomicU64>, keys: &SlotKeys) {
-        if Arc::strong_count(keys) == 1 {
-            return;
-        }
-        if let Some(count) = copies.upgrade() {
-            count.fetch_add(set_bytes(keys), Ordering::Relaxed);
-        }
+    fn count_shared(copies: &SnapshotCopies, keys: &SlotKeys) {
+        copies.count_if_shared(keys, || set_bytes(keys));
     }
 
     /// An index of `keys`.
