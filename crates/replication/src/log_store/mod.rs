@@ -786,6 +786,15 @@ impl Disk {
             _ => {
                 // The previous segment must be durable before later entries are.
                 self.sync_current()?;
+                if let (Some((first, length)), true) = (last, self.preallocate > 0) {
+                    // A full segment keeps only its records: zeros are read
+                    // as the end of the log's last segment alone (a version
+                    // before zeros were written ahead reads them anywhere
+                    // else as damage, and drops the segments after it).
+                    self.current = None;
+                    self.fs
+                        .truncate(&self.dir.join(segment_name(first)), length)?;
+                }
                 let file = self.fs.open_segment(
                     &self.dir.join(segment_name(index)),
                     0,

@@ -299,19 +299,21 @@ async fn segments_written_ahead_roll_and_recover_whole() {
     }
     let files = segments(&scratch.0);
     assert!(files.len() >= 3, "small segments roll: {files:?}");
-    // Full segments end in zeros written ahead, which recovery must read as
-    // their end, not as damage that drops the segments after them.
-    let full_with_zeros = files[..files.len() - 1]
-        .iter()
-        .filter(|file| {
-            let data = std::fs::read(file).unwrap();
-            records_end(&data) < data.len()
-        })
-        .count();
-    assert!(full_with_zeros > 0);
+    // A full segment is cut to its records when the next one starts; only
+    // the last one ends in zeros written ahead.
+    for file in &files[..files.len() - 1] {
+        let data = std::fs::read(file).unwrap();
+        assert_eq!(records_end(&data), data.len(), "{}", file.display());
+    }
+    let last = std::fs::read(files.last().unwrap()).unwrap();
+    assert!(records_end(&last) < last.len());
     let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
     assert_eq!(indexes(&mut store).await, (1..=60).collect::<Vec<_>>());
     assert_eq!(segments(&scratch.0), files);
+    append(&mut store, vec![entry(1, 61)]).await;
+    drop(store);
+    let mut store = LogStore::open(&scratch.0, options(2000)).await.unwrap();
+    assert_eq!(indexes(&mut store).await, (1..=61).collect::<Vec<_>>());
 }
 
 /// Records in a segment whose records all have the same size.
