@@ -83,10 +83,10 @@ enum Command {
         /// of its input until they are answered.
         #[arg(long, default_value_t = 256)]
         pipeline_depth: usize,
-        /// Shared connections per node for plain writes (reads share one).
-        /// More let a node commit several batches at once; fewer gather more
-        /// writes into each batch.
-        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+        /// Connections per node for plain writes, shared by all threads
+        /// (reads share one per thread). More let a node commit several
+        /// batches at once; fewer gather more writes into each batch.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
         links_per_node: u64,
         /// READONLY clients' reads go to a replica (or the master) in this
         /// zone (nodes' `--zone`) when their slot has one there.

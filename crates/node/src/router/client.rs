@@ -535,10 +535,11 @@ impl Client {
                     spec.has(flags::READONLY) && !spec.is_write()
                 });
                 let lane = pool::Lane::of(reads_only, self.id, self.router.write_links);
-                let receiver = self
-                    .router
-                    .pool
-                    .submit(address, self.protocol, lane, &batch);
+                let pool = match lane {
+                    pool::Lane::Read => &self.router.pool,
+                    pool::Lane::Write(_) => &*self.router.write_pool,
+                };
+                let receiver = pool.submit(address, self.protocol, lane, &batch);
                 sent.push(Sent::Shared(receiver));
             }
         }

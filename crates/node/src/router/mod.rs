@@ -63,8 +63,11 @@ pub struct Router {
     upstream_timeout: Duration,
     /// Why the last refresh failed (None after a success).
     refresh_error: RwLock<Option<String>>,
-    /// Shared node links for plain keyed commands.
+    /// This thread's node links for plain keyed reads.
     pool: pool::Pool,
+    /// The node links for plain keyed writes, one set for all the router's
+    /// threads (see [`run`]).
+    write_pool: Arc<pool::Pool>,
     /// Requests taken from one client's input per batch.
     pipeline_depth: usize,
     /// Shared write links per node; a client's writes take one by its id.
@@ -78,7 +81,7 @@ pub struct Router {
 const REFRESH_SPACING: Duration = Duration::from_millis(100);
 
 impl Router {
-    pub fn new(options: &RouterOptions) -> Router {
+    pub fn new(options: &RouterOptions, write_pool: Arc<pool::Pool>) -> Router {
         let (seeds, upstream_timeout) = (options.seeds.clone(), options.upstream_timeout);
         Router {
             seeds,
@@ -87,6 +90,7 @@ impl Router {
             upstream_timeout,
             refresh_error: RwLock::new(None),
             pool: pool::Pool::new(upstream_timeout),
+            write_pool,
             pipeline_depth: options.pipeline_depth,
             write_links: options.write_links,
             prefer_zone: options.prefer_zone.clone(),
@@ -173,9 +177,19 @@ impl Router {
 
 /// Runs the router until SIGTERM or SIGINT on `threads` threads (0: one per
 /// core). Each thread runs its own single-threaded runtime with its own
-/// [`Router`] (slot map and node links) and accepts from the one listening
-/// socket: a client's request, its node link and its reply stay on one
-/// thread, with no hand-off between threads on the way.
+/// [`Router`] (slot map and read links) and accepts from the one listening
+/// socket: a client's read, its node link and its reply stay on one thread,
+/// with no hand-off between threads on the way.
+///
+/// Write links are shared by all threads instead: a node runs what one link
+/// brings as one Raft entry and waits for its commit before reading that
+/// link again, so every link more per node means smaller entries, each
+/// costing a commit round and an fsync on every replica. Measured on a
+/// three-node cluster (two cores, 50 clients, SET): one write link per node
+/// for the whole router gave 0.75-0.97x the throughput of clients going to
+/// the nodes directly at -P 16 and 0.87-0.94x at -P 1, against 0.57-0.76x
+/// and 0.64-0.70x with two links per node on each of two threads. Reads keep
+/// per-thread links: they are bound by the router's CPU, not by commits.
 pub fn run(options: RouterOptions, threads: usize) -> anyhow::Result<()> {
     if options.seeds.is_empty() {
         anyhow::bail!("name at least one seed node with --seeds HOST:PORT[,HOST:PORT...]");
@@ -191,11 +205,13 @@ pub fn run(options: RouterOptions, threads: usize) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let bound = listener.local_addr()?;
     let options = Arc::new(options);
+    let write_pool = Arc::new(pool::Pool::new(options.upstream_timeout));
     let clients = Arc::new(Semaphore::new(options.max_clients));
     let (ready, started) = std::sync::mpsc::channel();
     for index in 0..threads {
         let listener = listener.try_clone()?;
         let (options, clients, ready) = (options.clone(), clients.clone(), ready.clone());
+        let write_pool = write_pool.clone();
         std::thread::Builder::new()
             .name(format!("router-{index}"))
             .spawn(move || {
@@ -209,7 +225,7 @@ pub fn run(options: RouterOptions, threads: usize) -> anyhow::Result<()> {
                         return;
                     }
                 };
-                runtime.block_on(serve(options, listener, clients, ready));
+                runtime.block_on(serve(options, write_pool, listener, clients, ready));
             })
             .context("starting a router thread")?;
     }
@@ -244,6 +260,7 @@ pub fn run(options: RouterOptions, threads: usize) -> anyhow::Result<()> {
 /// serves the clients it accepts.
 async fn serve(
     options: Arc<RouterOptions>,
+    write_pool: Arc<pool::Pool>,
     listener: std::net::TcpListener,
     clients: Arc<Semaphore>,
     ready: std::sync::mpsc::Sender<anyhow::Result<()>>,
@@ -255,7 +272,7 @@ async fn serve(
             return;
         }
     };
-    let router = Arc::new(Router::new(&options));
+    let router = Arc::new(Router::new(&options, write_pool));
     router.refresh().await;
     if router.map().is_empty() {
         tracing::warn!("no seed answered CLUSTER SLOTS yet; clients get errors until one does");
