@@ -587,6 +587,47 @@ fn bench_cluster(
 }
 
 /// Router throughput and added latency, one run per cell.
+/// One plain `redis-benchmark` run of every test through the router on `port`:
+/// (test index, sample) for each test that reported a row.
+fn bench_router(
+    benchmark: &Path,
+    port: u16,
+    pipeline: u64,
+    requests: u64,
+) -> Result<Vec<(usize, Sample)>> {
+    let tests: Vec<&str> = TESTS.iter().map(|(_, test)| *test).collect();
+    let mut command = Command::new(benchmark);
+    command.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-c",
+        &CLIENTS.to_string(),
+        "-n",
+        &requests.to_string(),
+        "-r",
+        &KEYSPACE.to_string(),
+        "-P",
+        &pipeline.to_string(),
+        "-t",
+        &tests.join(","),
+        "-q",
+        "--csv",
+    ]);
+    let out = run_captured(&mut command, RUN_TIMEOUT)?;
+    let rows = parse_rows(&out.stdout);
+    Ok(TESTS
+        .iter()
+        .enumerate()
+        .filter_map(|(index, (label, _))| {
+            rows.iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(label))
+                .map(|(_, sample)| (index, *sample))
+        })
+        .collect())
+}
+
 fn router_throughput(
     report: &mut Report,
     programs: &Programs,
@@ -611,8 +652,9 @@ fn router_throughput(
     writeln!(
         report.md,
         "\n### Router\n\nPlain redis-benchmark -c {CLIENTS} -r {KEYSPACE} through `slotraft router` \
-         against redis-benchmark --cluster straight to the same nodes, one run per cell, \
-         -n {} at -P 1 and {} at -P 16. Targets: >= 0.8x, p50 added < 0.1 ms.\n",
+         against redis-benchmark --cluster straight to the same nodes; median of {} runs per \
+         cell, alternating which goes first; -n {} at -P 1 and {} at -P 16. Targets: >= 0.8x, p50 added < 0.1 ms.\n",
+        sizes.rounds.max(1),
         sizes.requests(1),
         sizes.requests(16)
     )?;
@@ -623,39 +665,35 @@ fn router_throughput(
     writeln!(report.md, "|---|---|---:|---:|---:|---|---:|---:|---:|---|")?;
     for pipeline in PIPELINES {
         let requests = sizes.requests(pipeline);
-        let direct = bench_cluster(&programs.benchmark, &mut nodes, pipeline, requests)
-            .map_err(|error| anyhow!("direct: {error}"))?;
-        if !router.alive() {
-            bail!("the router stopped; log tail:\n{}", router.log_tail());
+        // Samples per test, over `sizes.rounds` rounds that alternate which
+        // of the two goes first; each cell is the median.
+        let mut routed_runs: Vec<Vec<Sample>> = vec![Vec::new(); TESTS.len()];
+        let mut direct_runs: Vec<Vec<Sample>> = vec![Vec::new(); TESTS.len()];
+        for round in 0..sizes.rounds.max(1) {
+            for direct_turn in [round % 2 == 0, round % 2 == 1] {
+                if direct_turn {
+                    let direct = bench_cluster(&programs.benchmark, &mut nodes, pipeline, requests)
+                        .map_err(|error| anyhow!("direct: {error}"))?;
+                    for (index, sample) in direct {
+                        direct_runs[index].push(sample);
+                    }
+                } else {
+                    if !router.alive() {
+                        bail!("the router stopped; log tail:\n{}", router.log_tail());
+                    }
+                    for (index, sample) in
+                        bench_router(&programs.benchmark, port, pipeline, requests)?
+                    {
+                        routed_runs[index].push(sample);
+                    }
+                }
+            }
         }
-        let tests: Vec<&str> = TESTS.iter().map(|(_, test)| *test).collect();
-        let mut command = Command::new(&programs.benchmark);
-        command.args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-c",
-            &CLIENTS.to_string(),
-            "-n",
-            &requests.to_string(),
-            "-r",
-            &KEYSPACE.to_string(),
-            "-P",
-            &pipeline.to_string(),
-            "-t",
-            &tests.join(","),
-            "-q",
-            "--csv",
-        ]);
-        let out = run_captured(&mut command, RUN_TIMEOUT)?;
-        let rows = parse_rows(&out.stdout);
-        for (index, direct_sample) in direct {
-            let (label, _) = TESTS[index];
-            let routed = rows
-                .iter()
-                .find(|(name, _)| name.eq_ignore_ascii_case(label))
-                .map(|(_, sample)| *sample);
+        for (index, (label, _)) in TESTS.iter().enumerate() {
+            let routed = bench::median(&routed_runs[index]);
+            let Some(direct_sample) = bench::median(&direct_runs[index]) else {
+                continue;
+            };
             let ratio = bench::ratio(routed, Some(direct_sample));
             let added = match (routed.and_then(|s| s.p50_ms), direct_sample.p50_ms) {
                 (Some(routed), Some(direct)) => Some(routed - direct),

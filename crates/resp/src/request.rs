@@ -181,10 +181,28 @@ fn find_line_end(buffer: &[u8]) -> Option<usize> {
 
 /// Strict decimal parse of a signed 64-bit integer (no spaces, no `+`).
 fn parse_i64(digits: &[u8]) -> Option<i64> {
-    std::str::from_utf8(digits)
-        .ok()
-        .filter(|text| !text.starts_with('+'))
-        .and_then(|text| text.parse().ok())
+    let (negative, digits) = match digits {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, digits),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    // Accumulated towards the sign, so i64::MIN parses too.
+    let mut value: i64 = 0;
+    for &byte in digits {
+        let digit = match byte {
+            b'0'..=b'9' => i64::from(byte - b'0'),
+            _ => return None,
+        };
+        value = value.checked_mul(10)?;
+        value = if negative {
+            value.checked_sub(digit)?
+        } else {
+            value.checked_add(digit)?
+        };
+    }
+    Some(value)
 }
 
 fn inline_request(buffer: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
@@ -319,6 +337,40 @@ mod tests {
             .iter()
             .map(|argument| argument.as_bytes().to_vec())
             .collect()
+    }
+
+    #[test]
+    fn length_digits_parse_as_decimal_without_a_plus_sign() {
+        for (text, expected) in [
+            ("0", Some(0)),
+            ("007", Some(7)),
+            ("-1", Some(-1)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("+5", None),
+            ("", None),
+            ("-", None),
+            ("1 ", None),
+            ("1a", None),
+            ("--1", None),
+        ] {
+            assert_eq!(parse_i64(text.as_bytes()), expected, "{text:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn length_digits_agree_with_the_standard_parser(bytes in proptest::collection::vec(
+            prop_oneof![Just(b'-'), Just(b'+'), Just(b'x'), b'0'..=b'9'], 0..22)
+        ) {
+            let standard = std::str::from_utf8(&bytes)
+                .ok()
+                .filter(|text| !text.starts_with('+'))
+                .and_then(|text| text.parse::<i64>().ok());
+            prop_assert_eq!(parse_i64(&bytes), standard);
+        }
     }
 
     #[test]
