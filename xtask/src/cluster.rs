@@ -523,10 +523,25 @@ fn bench_cluster(
 ) -> Result<Vec<(usize, Sample)>, String> {
     nodes.check_running()?;
     let port = nodes.entry_port().map_err(|error| format!("{error:#}"))?;
+    run_tests(benchmark, true, port, pipeline, requests)
+}
+
+/// One `redis-benchmark` run of every test in [`TESTS`] against `port` (in
+/// cluster mode when `cluster`); returns (test index, sample) pairs. `Err`
+/// carries a one-paragraph explanation.
+fn run_tests(
+    benchmark: &Path,
+    cluster: bool,
+    port: u16,
+    pipeline: u64,
+    requests: u64,
+) -> Result<Vec<(usize, Sample)>, String> {
     let tests: Vec<&str> = TESTS.iter().map(|(_, test)| *test).collect();
     let mut command = Command::new(benchmark);
+    if cluster {
+        command.arg("--cluster");
+    }
     command.args([
-        "--cluster",
         "-h",
         "127.0.0.1",
         "-p",
@@ -586,48 +601,9 @@ fn bench_cluster(
     }
 }
 
-/// Router throughput and added latency, one run per cell.
-/// One plain `redis-benchmark` run of every test through the router on `port`:
-/// (test index, sample) for each test that reported a row.
-fn bench_router(
-    benchmark: &Path,
-    port: u16,
-    pipeline: u64,
-    requests: u64,
-) -> Result<Vec<(usize, Sample)>> {
-    let tests: Vec<&str> = TESTS.iter().map(|(_, test)| *test).collect();
-    let mut command = Command::new(benchmark);
-    command.args([
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-c",
-        &CLIENTS.to_string(),
-        "-n",
-        &requests.to_string(),
-        "-r",
-        &KEYSPACE.to_string(),
-        "-P",
-        &pipeline.to_string(),
-        "-t",
-        &tests.join(","),
-        "-q",
-        "--csv",
-    ]);
-    let out = run_captured(&mut command, RUN_TIMEOUT)?;
-    let rows = parse_rows(&out.stdout);
-    Ok(TESTS
-        .iter()
-        .enumerate()
-        .filter_map(|(index, (label, _))| {
-            rows.iter()
-                .find(|(name, _)| name.eq_ignore_ascii_case(label))
-                .map(|(_, sample)| (index, *sample))
-        })
-        .collect())
-}
-
+/// Router throughput and added latency: plain redis-benchmark through the
+/// router against `--cluster` straight to the nodes, each cell the median of
+/// alternating rounds.
 fn router_throughput(
     report: &mut Report,
     programs: &Programs,
@@ -681,9 +657,9 @@ fn router_throughput(
                     if !router.alive() {
                         bail!("the router stopped; log tail:\n{}", router.log_tail());
                     }
-                    for (index, sample) in
-                        bench_router(&programs.benchmark, port, pipeline, requests)?
-                    {
+                    let routed = run_tests(&programs.benchmark, false, port, pipeline, requests)
+                        .map_err(|error| anyhow!("through the router: {error}"))?;
+                    for (index, sample) in routed {
                         routed_runs[index].push(sample);
                     }
                 }

@@ -179,14 +179,20 @@ fn find_line_end(buffer: &[u8]) -> Option<usize> {
     (carriage_return + 1 < buffer.len()).then_some(carriage_return)
 }
 
-/// Strict decimal parse of a signed 64-bit integer (no spaces, no `+`).
+/// A signed 64-bit decimal in canonical form only, as Redis's `string2ll` reads
+/// request lengths (no spaces, no `+`, no leading zero, no `-0`).
 fn parse_i64(digits: &[u8]) -> Option<i64> {
     let (negative, digits) = match digits {
         [b'-', rest @ ..] => (true, rest),
         _ => (false, digits),
     };
-    if digits.is_empty() {
-        return None;
+    // Redis's `string2ll`: only the canonical form, so no leading zero
+    // (`007`) and no `-0`.
+    match digits {
+        [] => return None,
+        [b'0', _, ..] => return None,
+        [b'0'] if negative => return None,
+        _ => {}
     }
     // Accumulated towards the sign, so i64::MIN parses too.
     let mut value: i64 = 0;
@@ -340,10 +346,12 @@ mod tests {
     }
 
     #[test]
-    fn length_digits_parse_as_decimal_without_a_plus_sign() {
+    fn length_digits_parse_as_redis_does() {
         for (text, expected) in [
             ("0", Some(0)),
-            ("007", Some(7)),
+            ("007", None),
+            ("-0", None),
+            ("10", Some(10)),
             ("-1", Some(-1)),
             ("9223372036854775807", Some(i64::MAX)),
             ("-9223372036854775808", Some(i64::MIN)),
@@ -362,14 +370,15 @@ mod tests {
 
     proptest! {
         #[test]
-        fn length_digits_agree_with_the_standard_parser(bytes in proptest::collection::vec(
+        fn length_digits_are_exactly_the_canonical_decimals(bytes in proptest::collection::vec(
             prop_oneof![Just(b'-'), Just(b'+'), Just(b'x'), b'0'..=b'9'], 0..22)
         ) {
-            let standard = std::str::from_utf8(&bytes)
+            // The integers whose decimal form is exactly these bytes.
+            let canonical = std::str::from_utf8(&bytes)
                 .ok()
-                .filter(|text| !text.starts_with('+'))
-                .and_then(|text| text.parse::<i64>().ok());
-            prop_assert_eq!(parse_i64(&bytes), standard);
+                .and_then(|text| text.parse::<i64>().ok())
+                .filter(|value| value.to_string().as_bytes() == bytes);
+            prop_assert_eq!(parse_i64(&bytes), canonical);
         }
     }
 
@@ -415,6 +424,19 @@ mod tests {
         assert_eq!(
             message(b"*3000000000\r\n"),
             "Protocol error: invalid multibulk length"
+        );
+        // Lengths in any but their canonical form, as redis-server answers them.
+        assert_eq!(
+            message(b"*01\r\n$4\r\nPING\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            message(b"*-0\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            message(b"*1\r\n$04\r\nPING\r\n"),
+            "Protocol error: invalid bulk length"
         );
         assert_eq!(
             message(b"*1\r\n+foo\r\n"),

@@ -184,12 +184,9 @@ impl Router {
 /// Write links are shared by all threads instead: a node runs what one link
 /// brings as one Raft entry and waits for its commit before reading that
 /// link again, so every link more per node means smaller entries, each
-/// costing a commit round and an fsync on every replica. Measured on a
-/// three-node cluster (two cores, 50 clients, SET): one write link per node
-/// for the whole router gave 0.75-0.97x the throughput of clients going to
-/// the nodes directly at -P 16 and 0.87-0.94x at -P 1, against 0.57-0.76x
-/// and 0.64-0.70x with two links per node on each of two threads. Reads keep
-/// per-thread links: they are bound by the router's CPU, not by commits.
+/// costing a commit round and an fsync on every replica (figures in
+/// ARCHITECTURE.md, Router). Reads keep per-thread links: they are bound by
+/// the router's CPU, not by commits, and sharing them measured slower.
 pub fn run(options: RouterOptions, threads: usize) -> anyhow::Result<()> {
     if options.seeds.is_empty() {
         anyhow::bail!("name at least one seed node with --seeds HOST:PORT[,HOST:PORT...]");
