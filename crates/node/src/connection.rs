@@ -771,7 +771,10 @@ const BATCH_REQUESTS: usize = 32;
 pub type Resolved = Result<&'static CommandSpec, Frame>;
 
 /// The keys of a keyspace command at fixed positions (its legacy key range).
-fn fixed_keys<'a>(arguments: &'a [Bytes], resolved: &Resolved) -> impl Iterator<Item = &'a [u8]> {
+pub(crate) fn fixed_keys<'a>(
+    arguments: &'a [Bytes],
+    resolved: &Resolved,
+) -> impl Iterator<Item = &'a [u8]> {
     let range = resolved
         .as_ref()
         .ok()

@@ -142,7 +142,7 @@ async fn run(
         let batch_was_full = batch.len() >= BATCH_REQUESTS;
         *commands_run += batch.len() as u64;
         let mut read_checked: BTreeMap<u64, Result<(), ReadRefusal>> = BTreeMap::new();
-        let mut requests = std::mem::take(&mut batch).into_iter().peekable();
+        let mut requests = std::mem::take(&mut batch).into_iter();
         while let Some((mut arguments, resolved)) = requests.next() {
             let spec = match resolved {
                 Ok(spec) => spec,
@@ -332,6 +332,13 @@ async fn run(
                                 // This read and the plain reads right behind it
                                 // run under one lock of the applied state.
                                 let mut state = lock_off_worker(&replica.group.state);
+                                prefetch_reads(
+                                    &state,
+                                    session.db,
+                                    spec,
+                                    &arguments,
+                                    requests.as_slice(),
+                                );
                                 let now_ms = clock::unix_ms().max(state.log_time_ms);
                                 let reply = read(
                                     &shared.local.pubsub,
@@ -342,7 +349,8 @@ async fn run(
                                     &arguments,
                                 );
                                 session.reply(output, &reply);
-                                while let Some((arguments, Ok(next))) = requests.peek() {
+                                while let Some((arguments, Ok(next))) = requests.as_slice().first()
+                                {
                                     if !matches!(next.handler, Handler::Keyspace(_))
                                         || next.through_log()
                                         || !route.stays_on(replica, next, arguments)
@@ -402,7 +410,7 @@ async fn run(
                     // Where each gathered write went: 0 is `run`, i is
                     // `others[i - 1]`.
                     let mut order = vec![0];
-                    while let Some((next_arguments, Ok(next))) = requests.peek() {
+                    while let Some((next_arguments, Ok(next))) = requests.as_slice().first() {
                         if run
                             .last()
                             .is_some_and(|(_, spec)| spec.has(flags::BLOCKING))
@@ -1013,6 +1021,37 @@ fn blocking_read(spec: &CommandSpec, arguments: &[Bytes]) -> bool {
 }
 
 /// Runs a read-only command against the applied state without changing it.
+/// Requests the memory of the keys of this read and of the plain reads
+/// queued right behind it, which run under the same lock: the loads overlap
+/// instead of missing the cache one by one (as a standalone node does for its
+/// batches, and the state machine for an entry's commands).
+fn prefetch_reads(
+    state: &ShardState,
+    db: usize,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+    queued: &[(Vec<Bytes>, Resolved)],
+) {
+    let following = queued
+        .iter()
+        .take_while(|(_, resolved)| {
+            resolved.as_ref().is_ok_and(|next| {
+                matches!(next.handler, Handler::Keyspace(_)) && !next.through_log()
+            })
+        })
+        .map(|(arguments, resolved)| (&arguments[..], resolved));
+    let this: Resolved = Ok(spec);
+    let mut keys = std::iter::once((arguments, &this))
+        .chain(following)
+        .flat_map(|(arguments, resolved)| connection::fixed_keys(arguments, resolved));
+    // A lone key is looked up right away anyway.
+    if let (Some(first), Some(second)) = (keys.next(), keys.next()) {
+        state
+            .keyspace
+            .prefetch(db, [first, second].into_iter().chain(keys));
+    }
+}
+
 fn read(
     pubsub: &crate::pubsub::PubSub,
     state: &mut ShardState,
