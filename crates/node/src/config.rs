@@ -87,6 +87,7 @@ const PARAMETERS: &[Parameter] = &[
     fixed("raft-shared-entries", Kind::Bool, "yes"),
     fixed("raft-snapshot-entries", int(1, LONG_MAX), "50000"),
     fixed("raft-keep-entries", int(0, LONG_MAX), "5000"),
+    fixed("raft-log-memory", Kind::Memory { min: 0 }, "67108864"),
     fixed("raft-election-timeout", int(10, INT_MAX), "300"),
     fixed("raft-heartbeat", int(1, INT_MAX), "50"),
     fixed("zone", Kind::Text, ""),
@@ -450,6 +451,12 @@ impl Config {
     /// Entries kept in the log behind a snapshot.
     pub fn raft_keep_entries(&self) -> u64 {
         self.integer("raft-keep-entries") as u64
+    }
+
+    /// Bound on the bytes a group's log holds in memory (0: none): over it,
+    /// a snapshot comes early or covered entries are purged.
+    pub fn raft_log_memory(&self) -> u64 {
+        self.integer("raft-log-memory") as u64
     }
 
     /// Minimum election timeout in milliseconds (the maximum is twice it).

@@ -575,4 +575,9 @@ fn raft_lines(out: &mut String, replica: &crate::replica::Replica) {
         "raft_purged_index",
         &metrics.purged.map(|id| id.index).unwrap_or(0),
     );
+    line(
+        out,
+        "raft_log_memory_bytes",
+        &replica.group.log.memory_bytes(),
+    );
 }

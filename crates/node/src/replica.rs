@@ -303,6 +303,7 @@ pub async fn open(
     options.fsync = config.raft_fsync();
     options.snapshot_every = config.raft_snapshot_entries();
     options.keep_behind_snapshot = config.raft_keep_entries();
+    options.log_memory_limit = config.raft_log_memory();
     options.election_timeout_min_ms = config.raft_election_timeout();
     options.election_timeout_max_ms = config.raft_election_timeout() * 2;
     options.heartbeat_ms = config.raft_heartbeat();

@@ -46,6 +46,9 @@ pub struct GroupOptions {
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot, for followers slightly behind.
     pub keep_behind_snapshot: u64,
+    /// Bound on the estimated bytes of the entries the log holds in memory
+    /// (0: none); see `keep_log_bounded`.
+    pub log_memory_limit: u64,
     /// An empty keyspace with the group's hash seed and configuration.
     pub keyspace: Keyspace,
     /// Seeds this replica's source of entry seeds (used when it leads).
@@ -67,6 +70,7 @@ impl GroupOptions {
             election_timeout_max_ms: 600,
             snapshot_every: 50_000,
             keep_behind_snapshot: 5_000,
+            log_memory_limit: DEFAULT_LOG_MEMORY_LIMIT,
             keyspace,
             seed: group,
             log_fs: Arc::new(crate::log_store::fs::StdFs),
@@ -80,7 +84,10 @@ impl GroupOptions {
             election_timeout_min: self.election_timeout_min_ms,
             election_timeout_max: self.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
-            max_in_snapshot_log_to_keep: self.keep_behind_snapshot,
+            // Purging is `keep_log_bounded`'s: openraft's own policy, run
+            // after each snapshot, would move its purge point back below one
+            // that task has already scheduled.
+            max_in_snapshot_log_to_keep: u64::MAX,
             install_snapshot_timeout: 10_000,
             max_payload_entries: 4096,
             // A restarted leader must win an election again. Restoring its
@@ -188,6 +195,11 @@ impl ShardGroup {
             lease,
             period,
             longest,
+        ));
+        tokio::spawn(keep_log_bounded(
+            group.clone(),
+            options.keep_behind_snapshot,
+            options.log_memory_limit,
         ));
         Ok(group)
     }
@@ -492,6 +504,81 @@ async fn stand_when_the_leader_is_silent(
         }
         next_try = tokio::time::Instant::now() + gap;
         gap = (gap * 2).min(longest);
+    }
+}
+
+/// Default bound on a log's entries held in memory (`raft-log-memory`).
+pub const DEFAULT_LOG_MEMORY_LIMIT: u64 = 64 << 20;
+
+/// How often `keep_log_bounded` looks at the log.
+const LOG_CHECK: Duration = Duration::from_millis(100);
+
+/// Purges the entries a snapshot covers and keeps the entries the log holds
+/// in memory near `limit` bytes (0: no bound), whatever their size.
+///
+/// Behind the last snapshot, `keep` entries stay for followers slightly
+/// behind (a follower further behind gets the snapshot). Snapshots come every
+/// `snapshot_every` entries, and with large values that many entries could
+/// take gigabytes, so once the log holds more than `limit`: if the applied
+/// entries since the last snapshot take half of it, and at least as much as
+/// the last snapshot file (so that, as Redis's AOF rewrites, a large keyspace
+/// is written out again only after about its own size of writes, not every
+/// few megabytes), a snapshot is built now (openraft ignores the request
+/// while one is being built); and the entries the snapshot covers are purged
+/// down to a quarter of the limit behind it, even if fewer than `keep` stay.
+async fn keep_log_bounded(group: ShardGroup, keep: u64, limit: u64) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut ticks = tokio::time::interval(LOG_CHECK);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let (snapshot, applied, purged) = {
+            let metrics = group.raft.metrics();
+            let metrics = metrics.borrow_watched();
+            // Ends with the group (a closed group's log must not stay held).
+            if metrics.running_state.is_err() {
+                return;
+            }
+            let index = |id: &Option<LogId>| id.as_ref().map(|id| id.index);
+            (
+                index(&metrics.snapshot),
+                index(&metrics.last_applied).unwrap_or(0),
+                index(&metrics.purged),
+            )
+        };
+        let Some(snapshot) = snapshot else {
+            // Nothing can be purged before the first snapshot.
+            if limit > 0
+                && group.log.memory_bytes() > limit
+                && group.log.bytes_between(0, applied) >= limit / 2
+                && group.raft.trigger().snapshot().await.is_err()
+            {
+                return;
+            }
+            continue;
+        };
+        let mut upto = snapshot.saturating_sub(keep);
+        if limit > 0 && group.log.memory_bytes() > limit {
+            let last_file = group
+                .fs
+                .size(&group.snapshot_dir.join("current.snap"))
+                .unwrap_or(0);
+            if group.log.bytes_between(snapshot, applied) >= (limit / 2).max(last_file)
+                && group.raft.trigger().snapshot().await.is_err()
+            {
+                return;
+            }
+            if let Some(point) = group.log.purge_point(snapshot, limit / 4) {
+                upto = upto.max(point);
+            }
+        }
+        // Fails only when the group has stopped.
+        if upto > 0
+            && purged.is_none_or(|purged| upto > purged)
+            && group.raft.trigger().purge_log(upto).await.is_err()
+        {
+            return;
+        }
     }
 }
 

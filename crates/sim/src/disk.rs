@@ -165,6 +165,12 @@ impl Fs for SimDisk {
             .collect())
     }
 
+    fn size(&self, path: &Path) -> io::Result<u64> {
+        let files = self.files();
+        let file = files.get(path).ok_or_else(not_found)?;
+        Ok((file.durable.len() + file.pending.len()) as u64)
+    }
+
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         let files = self.files();
         let file = files.get(path).ok_or_else(not_found)?;

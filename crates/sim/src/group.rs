@@ -133,6 +133,8 @@ pub struct Storage {
     pub snapshot_every: u64,
     /// Entries kept behind a snapshot.
     pub keep_behind_snapshot: u64,
+    /// Bound on the bytes of log entries held in memory (`raft-log-memory`).
+    pub log_memory_limit: u64,
     /// Replicas (bit `1 << id`) that serve no stream sessions, as a node of
     /// a version before them: their leaders replicate to them by unary
     /// appends (a rolling upgrade).
@@ -145,6 +147,7 @@ impl Default for Storage {
         Storage {
             snapshot_every: defaults.snapshot_every,
             keep_behind_snapshot: defaults.keep_behind_snapshot,
+            log_memory_limit: defaults.log_memory_limit,
             without_streams: 0,
         }
     }
@@ -195,6 +198,7 @@ async fn run_replica(
     options.seed = id;
     options.snapshot_every = storage.snapshot_every;
     options.keep_behind_snapshot = storage.keep_behind_snapshot;
+    options.log_memory_limit = storage.log_memory_limit;
     if let Some(disk) = disk {
         options.log_fs = Arc::new(disk);
     }

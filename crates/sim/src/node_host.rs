@@ -195,6 +195,7 @@ impl NodeHost {
         let id_text = self.id.to_string();
         let snapshot_every = self.storage.snapshot_every.to_string();
         let keep = self.storage.keep_behind_snapshot.to_string();
+        let log_memory = self.storage.log_memory_limit.to_string();
         let setup = NodeSetup::new(
             &self.dir,
             &[
@@ -203,6 +204,7 @@ impl NodeHost {
                 ("group-members", &self.members),
                 ("raft-snapshot-entries", &snapshot_every),
                 ("raft-keep-entries", &keep),
+                ("raft-log-memory", &log_memory),
             ],
             self.disk.as_ref(),
         )
@@ -420,6 +422,7 @@ impl ClusterHost {
         let raft_port = RAFT_PORT.to_string();
         let snapshot_every = self.storage.snapshot_every.to_string();
         let keep = self.storage.keep_behind_snapshot.to_string();
+        let log_memory = self.storage.log_memory_limit.to_string();
         let setup = NodeSetup::new(
             &self.dir,
             &[
@@ -429,6 +432,7 @@ impl ClusterHost {
                 ("node-id", &id_text),
                 ("raft-snapshot-entries", &snapshot_every),
                 ("raft-keep-entries", &keep),
+                ("raft-log-memory", &log_memory),
             ],
             self.disk.as_ref(),
         )

@@ -110,6 +110,8 @@ impl Config {
             storage: Storage {
                 snapshot_every: 200,
                 keep_behind_snapshot: 50,
+                // Every other seed bounds it far tighter (see `run`).
+                log_memory_limit: 64 << 20,
                 without_streams: 0,
             },
             clock_offset_ms: 500,
@@ -262,13 +264,19 @@ pub fn run(config: &Config) -> Report {
     let disks: BTreeMap<u64, SimDisk> = (1..=config.nodes)
         .map(|node| (node, SimDisk::default()))
         .collect();
+    // Every other seed bounds the log's memory so tightly that snapshots
+    // and purges also come by bytes, between the ones by entry count.
+    let mut storage = config.storage;
+    if config.seed.is_multiple_of(2) {
+        storage.log_memory_limit = storage.log_memory_limit.min(16 << 10);
+    }
     match config.hosts {
         Hosts::Replication => add_replicas(
             &mut sim,
             config.nodes,
             root.clone(),
             &handles,
-            config.storage,
+            storage,
             &disks,
         ),
         Hosts::Node => add_nodes_with(
@@ -277,7 +285,7 @@ pub fn run(config: &Config) -> Report {
             root.clone(),
             config.seed,
             &handles,
-            config.storage,
+            storage,
             &disks,
             clocks.clone(),
         ),
@@ -290,7 +298,7 @@ pub fn run(config: &Config) -> Report {
                 config.seed,
                 clocks.clone(),
                 &cluster_handles,
-                config.storage,
+                storage,
                 &disks,
             )
         }

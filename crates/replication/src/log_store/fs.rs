@@ -47,6 +47,8 @@ pub trait Fs: Send + Sync + 'static {
     fn truncate(&self, path: &Path, length: u64) -> io::Result<()>;
     fn remove(&self, path: &Path) -> io::Result<()>;
     fn exists(&self, path: &Path) -> bool;
+    /// The length of the file at `path`, written or not yet synced.
+    fn size(&self, path: &Path) -> io::Result<u64>;
     /// Writes `data` to `path` atomically: a temporary file, fsync, rename over
     /// `path`, fsync of the directory.
     fn write_atomic(&self, path: &Path, data: &[u8]) -> io::Result<()>;
@@ -136,6 +138,10 @@ impl Fs for StdFs {
 
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
+    }
+
+    fn size(&self, path: &Path) -> io::Result<u64> {
+        Ok(std::fs::metadata(path)?.len())
     }
 
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn io::Read + Send>> {

@@ -274,6 +274,41 @@ impl LogStore {
         self.memory().bytes
     }
 
+    /// Estimated heap bytes of the entries held in memory whose index is in
+    /// `after + 1 ..= through`.
+    pub fn bytes_between(&self, after: u64, through: u64) -> u64 {
+        let memory = self.memory();
+        memory
+            .entries
+            .iter()
+            .rev()
+            .skip_while(|entry| entry.log_id.index > through)
+            .take_while(|entry| entry.log_id.index > after)
+            .map(entry_bytes)
+            .sum()
+    }
+
+    /// The highest index at or below `through` such that the entries held in
+    /// memory after it, up to `through`, take at most `keep` bytes: purging up
+    /// to it leaves about `keep` bytes behind `through`. None when those
+    /// entries already fit.
+    pub fn purge_point(&self, through: u64, keep: u64) -> Option<u64> {
+        let memory = self.memory();
+        let mut kept = 0u64;
+        for entry in memory
+            .entries
+            .iter()
+            .rev()
+            .skip_while(|entry| entry.log_id.index > through)
+        {
+            kept += entry_bytes(entry);
+            if kept > keep {
+                return Some(entry.log_id.index);
+            }
+        }
+        None
+    }
+
     /// Number of fsyncs the writer has issued (for tests of group commit).
     pub fn fsync_count(&self) -> u64 {
         self.shared.fsyncs.load(Ordering::Relaxed)
