@@ -698,8 +698,131 @@ fn router_throughput(
             )?;
         }
     }
+    router_latency(
+        report,
+        &programs.benchmark,
+        &nodes,
+        port,
+        sizes.rounds.max(1),
+    )?;
     router.stop();
     Ok(())
+}
+
+/// Requests per test in one single-client latency run.
+const LATENCY_REQUESTS: u64 = 20_000;
+/// The key redis-benchmark's SET and GET use without `-r`.
+const LATENCY_KEY: &str = "key:__rand_int__";
+
+/// The hop itself: one client, no pipeline, one key, through the router and
+/// straight to the key's leader. Under the saturating load of the table above,
+/// p50 mostly measures queueing for the machine's two cores, which the
+/// router's process shares with the nodes and the load generator.
+fn router_latency(
+    report: &mut Report,
+    benchmark: &Path,
+    nodes: &Nodes,
+    router: u16,
+    rounds: u64,
+) -> Result<()> {
+    let leader = key_leader(nodes.entry_port()?, LATENCY_KEY)?;
+    writeln!(
+        report.md,
+        "\nOne client without a pipeline (`redis-benchmark -c 1 -P 1 -n {LATENCY_REQUESTS} \
+         -t set,get`, one key: `{LATENCY_KEY}`) through the router and straight to the \
+         key's leader; median p50 of {rounds} runs per cell, alternating which goes first. \
+         Target: p50 added < 0.1 ms.\n"
+    )?;
+    writeln!(
+        report.md,
+        "| test | router p50 ms | direct p50 ms | added p50 ms | met |\n|---|---:|---:|---:|---|"
+    )?;
+    let labels = ["SET", "GET"];
+    let mut routed: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
+    let mut direct: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
+    for round in 0..rounds {
+        for direct_turn in [round % 2 == 0, round % 2 == 1] {
+            let (port, into) = if direct_turn {
+                (leader, &mut direct)
+            } else {
+                (router, &mut routed)
+            };
+            let rows = single_client_run(benchmark, port)
+                .map_err(|error| anyhow!("latency run on port {port}: {error}"))?;
+            for (index, label) in labels.iter().enumerate() {
+                let p50 = rows
+                    .iter()
+                    .find(|(name, _)| name.eq_ignore_ascii_case(label))
+                    .and_then(|(_, sample)| sample.p50_ms)
+                    .with_context(|| format!("no p50 for {label} on port {port}"))?;
+                into[index].push(p50);
+            }
+        }
+    }
+    for (index, label) in labels.iter().enumerate() {
+        let (Some(routed), Some(direct)) = (middle(&routed[index]), middle(&direct[index])) else {
+            continue;
+        };
+        let added = routed - direct;
+        eprintln!("   {label:<5} one client: router p50 {routed:.3} ms, direct {direct:.3} ms");
+        writeln!(
+            report.md,
+            "| {label} | {routed:.3} | {direct:.3} | {added:.3} | {} |",
+            if added < 0.1 { "yes" } else { "no" }
+        )?;
+    }
+    Ok(())
+}
+
+/// The median of `values`.
+fn middle(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied()
+}
+
+/// The port of the node that serves `key`: the entry node, or the one its
+/// MOVED names.
+fn key_leader(entry: u16, key: &str) -> Result<u16> {
+    let mut conn = Conn::connect(entry, PROBE_TIMEOUT)?;
+    match conn.command(&[b"GET", key.as_bytes()])? {
+        Reply::Error(error) if error.starts_with("MOVED ") => error
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.trim().parse().ok())
+            .with_context(|| format!("unreadable redirect: {error}")),
+        Reply::Error(error) => bail!("GET {key}: {error}"),
+        _ => Ok(entry),
+    }
+}
+
+/// One single-client `redis-benchmark` run of SET and GET on one key.
+fn single_client_run(benchmark: &Path, port: u16) -> Result<Vec<(String, Sample)>, String> {
+    let mut command = Command::new(benchmark);
+    command.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-c",
+        "1",
+        "-n",
+        &LATENCY_REQUESTS.to_string(),
+        "-P",
+        "1",
+        "-t",
+        "set,get",
+        "-q",
+        "--csv",
+    ]);
+    let out = run_captured(&mut command, RUN_TIMEOUT).map_err(|error| format!("{error:#}"))?;
+    match out.status {
+        Some(status) if status.success() => Ok(parse_rows(&out.stdout)),
+        _ => Err(format!(
+            "redis-benchmark failed: {}",
+            last_lines(out.stderr.trim(), 5)
+        )),
+    }
 }
 
 /// The (test name, sample) rows of `redis-benchmark --csv` output, which starts with a
