@@ -526,6 +526,36 @@ fn bench_cluster(
     run_tests(benchmark, true, port, pipeline, requests)
 }
 
+/// `redis-benchmark` against 127.0.0.1:`port` with `clients`, `requests`
+/// per test, `pipeline` and `tests`, printing CSV rows.
+fn benchmark_command(
+    benchmark: &Path,
+    port: u16,
+    clients: u64,
+    requests: u64,
+    pipeline: u64,
+    tests: &[&str],
+) -> Command {
+    let mut command = Command::new(benchmark);
+    command.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-c",
+        &clients.to_string(),
+        "-n",
+        &requests.to_string(),
+        "-P",
+        &pipeline.to_string(),
+        "-t",
+        &tests.join(","),
+        "-q",
+        "--csv",
+    ]);
+    command
+}
+
 /// One `redis-benchmark` run of every test in [`TESTS`] against `port` (in
 /// cluster mode when `cluster`); returns (test index, sample) pairs. `Err`
 /// carries a one-paragraph explanation.
@@ -537,28 +567,11 @@ fn run_tests(
     requests: u64,
 ) -> Result<Vec<(usize, Sample)>, String> {
     let tests: Vec<&str> = TESTS.iter().map(|(_, test)| *test).collect();
-    let mut command = Command::new(benchmark);
+    let mut command = benchmark_command(benchmark, port, CLIENTS, requests, pipeline, &tests);
+    command.args(["-r", &KEYSPACE.to_string()]);
     if cluster {
         command.arg("--cluster");
     }
-    command.args([
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-c",
-        &CLIENTS.to_string(),
-        "-n",
-        &requests.to_string(),
-        "-r",
-        &KEYSPACE.to_string(),
-        "-P",
-        &pipeline.to_string(),
-        "-t",
-        &tests.join(","),
-        "-q",
-        "--csv",
-    ]);
     let started = Instant::now();
     let out = run_captured(&mut command, RUN_TIMEOUT).map_err(|error| format!("{error:#}"))?;
     match out.status {
@@ -798,23 +811,7 @@ fn key_leader(entry: u16, key: &str) -> Result<u16> {
 
 /// One single-client `redis-benchmark` run of SET and GET on one key.
 fn single_client_run(benchmark: &Path, port: u16) -> Result<Vec<(String, Sample)>, String> {
-    let mut command = Command::new(benchmark);
-    command.args([
-        "-h",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-c",
-        "1",
-        "-n",
-        &LATENCY_REQUESTS.to_string(),
-        "-P",
-        "1",
-        "-t",
-        "set,get",
-        "-q",
-        "--csv",
-    ]);
+    let mut command = benchmark_command(benchmark, port, 1, LATENCY_REQUESTS, 1, &["set", "get"]);
     let out = run_captured(&mut command, RUN_TIMEOUT).map_err(|error| format!("{error:#}"))?;
     match out.status {
         Some(status) if status.success() => Ok(parse_rows(&out.stdout)),

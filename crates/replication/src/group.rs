@@ -546,28 +546,25 @@ async fn keep_log_bounded(group: ShardGroup, keep: u64, limit: u64) {
                 index(&metrics.purged),
             )
         };
-        let Some(snapshot) = snapshot else {
-            // Nothing can be purged before the first snapshot.
-            if limit > 0
-                && group.log.memory_bytes() > limit
-                && group.log.bytes_between(0, applied) >= limit / 2
-                && group.raft.trigger().snapshot().await.is_err()
-            {
-                return;
-            }
-            continue;
-        };
-        let mut upto = snapshot.saturating_sub(keep);
-        if limit > 0 && group.log.memory_bytes() > limit {
+        let over = limit > 0 && group.log.memory_bytes() > limit;
+        if over {
+            // No file yet: size 0.
             let last_file = group
                 .fs
                 .size(&group.snapshot_dir.join("current.snap"))
                 .unwrap_or(0);
-            if group.log.bytes_between(snapshot, applied) >= (limit / 2).max(last_file)
-                && group.raft.trigger().snapshot().await.is_err()
+            let since = group.log.bytes_between(snapshot.unwrap_or(0), applied);
+            if since >= (limit / 2).max(last_file) && group.raft.trigger().snapshot().await.is_err()
             {
                 return;
             }
+        }
+        // Nothing can be purged before the first snapshot.
+        let Some(snapshot) = snapshot else {
+            continue;
+        };
+        let mut upto = snapshot.saturating_sub(keep);
+        if over {
             if let Some(point) = group.log.purge_point(snapshot, limit / 4) {
                 upto = upto.max(point);
             }
