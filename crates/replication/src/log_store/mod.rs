@@ -118,11 +118,17 @@ struct Shared {
 /// What reads see: every entry not yet purged, and the metadata.
 struct Memory {
     entries: VecDeque<Entry>,
+    /// Running totals of [`entry_bytes`], one per entry of `entries`: the
+    /// estimated bytes of every entry held since the log opened, up to and
+    /// including that one. The bytes of any run of held entries is then a
+    /// difference of two totals, so the log-bounding task's questions cost
+    /// O(log n) instead of a walk over every argument held.
+    totals: VecDeque<u64>,
+    /// The running total before the first held entry.
+    base: u64,
     meta: Meta,
     /// Committed index last sent to disk.
     committed_persisted: u64,
-    /// Estimated heap bytes of `entries` (see [`entry_bytes`]).
-    bytes: u64,
 }
 
 /// About how many heap bytes an entry held in memory takes: its commands'
@@ -156,8 +162,60 @@ fn entry_bytes(entry: &Entry) -> u64 {
 }
 
 impl Memory {
+    fn new(entries: VecDeque<Entry>, meta: Meta, committed_persisted: u64) -> Memory {
+        let mut memory = Memory {
+            entries: VecDeque::with_capacity(entries.len()),
+            totals: VecDeque::with_capacity(entries.len()),
+            base: 0,
+            meta,
+            committed_persisted,
+        };
+        for entry in entries {
+            memory.push_back(entry);
+        }
+        memory
+    }
+
     fn first_index(&self) -> Option<u64> {
         self.entries.front().map(|entry| entry.log_id.index)
+    }
+
+    fn push_back(&mut self, entry: Entry) {
+        let total = self.totals.back().copied().unwrap_or(self.base) + entry_bytes(&entry);
+        self.totals.push_back(total);
+        self.entries.push_back(entry);
+    }
+
+    fn pop_back(&mut self) {
+        self.entries.pop_back();
+        self.totals.pop_back();
+    }
+
+    fn pop_front(&mut self) {
+        self.entries.pop_front();
+        if let Some(total) = self.totals.pop_front() {
+            self.base = total;
+        }
+    }
+
+    /// Estimated heap bytes of every held entry.
+    fn bytes(&self) -> u64 {
+        self.totals.back().map_or(0, |total| total - self.base)
+    }
+
+    /// The running total through index `index`: of every held entry at or
+    /// below it.
+    fn total_through(&self, index: u64) -> u64 {
+        let Some(first) = self.first_index() else {
+            return self.base;
+        };
+        match index.checked_sub(first) {
+            None => self.base,
+            Some(offset) => match self.totals.get(offset as usize) {
+                Some(total) => *total,
+                None => self.totals.back().copied().unwrap_or(self.base),
+            },
+        }
     }
 
     fn last_log_id(&self) -> Option<LogId> {
@@ -226,12 +284,7 @@ impl LogStore {
         let committed_persisted = meta.committed.map(|id| id.index).unwrap_or(0);
         Ok(LogStore {
             shared: Arc::new(Shared {
-                memory: Mutex::new(Memory {
-                    bytes: entries.iter().map(entry_bytes).sum(),
-                    entries,
-                    meta,
-                    committed_persisted,
-                }),
+                memory: Mutex::new(Memory::new(entries, meta, committed_persisted)),
                 writer: sender,
                 fsyncs,
             }),
@@ -271,7 +324,7 @@ impl LogStore {
 
     /// Estimated heap bytes of the entries held in memory (not yet purged).
     pub fn memory_bytes(&self) -> u64 {
-        self.memory().bytes
+        self.memory().bytes()
     }
 
     /// Estimated heap bytes of the entries held in memory whose index is in
@@ -279,13 +332,8 @@ impl LogStore {
     pub fn bytes_between(&self, after: u64, through: u64) -> u64 {
         let memory = self.memory();
         memory
-            .entries
-            .iter()
-            .rev()
-            .skip_while(|entry| entry.log_id.index > through)
-            .take_while(|entry| entry.log_id.index > after)
-            .map(entry_bytes)
-            .sum()
+            .total_through(through)
+            .saturating_sub(memory.total_through(after))
     }
 
     /// The highest index at or below `through` such that the entries held in
@@ -294,19 +342,16 @@ impl LogStore {
     /// entries already fit.
     pub fn purge_point(&self, through: u64, keep: u64) -> Option<u64> {
         let memory = self.memory();
-        let mut kept = 0u64;
-        for entry in memory
-            .entries
-            .iter()
-            .rev()
-            .skip_while(|entry| entry.log_id.index > through)
-        {
-            kept += entry_bytes(entry);
-            if kept > keep {
-                return Some(entry.log_id.index);
-            }
+        let first = memory.first_index()?;
+        let end = memory.total_through(through);
+        if end - memory.base <= keep {
+            return None;
         }
-        None
+        // The entry at offset k keeps end - (total before it) bytes, more
+        // than `keep` exactly while the total before it is below `end - keep`:
+        // for offset 0 (the base) and offsets 1..=count below.
+        let count = memory.totals.partition_point(|total| *total < end - keep);
+        Some(first + count as u64)
     }
 
     /// Number of fsyncs the writer has issued (for tests of group commit).
@@ -440,8 +485,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     return Err(io::Error::other("log entry larger than the record limit"));
                 }
                 records.push((entry.log_id.index, payload));
-                memory.bytes += entry_bytes(&entry);
-                memory.entries.push_back(entry);
+                memory.push_back(entry);
             }
         }
         self.send(WriteOp::Append { records, callback })
@@ -456,9 +500,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 .back()
                 .is_some_and(|entry| entry.log_id.index >= index)
             {
-                if let Some(entry) = memory.entries.pop_back() {
-                    memory.bytes = memory.bytes.saturating_sub(entry_bytes(&entry));
-                }
+                memory.pop_back();
             }
         }
         self.send_and_wait(|done| WriteOp::TruncateFrom { index, done })
@@ -473,9 +515,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 .front()
                 .is_some_and(|entry| entry.log_id.index <= log_id.index)
             {
-                if let Some(entry) = memory.entries.pop_front() {
-                    memory.bytes = memory.bytes.saturating_sub(entry_bytes(&entry));
-                }
+                memory.pop_front();
             }
             memory.meta.last_purged = Some(log_id);
             memory.meta.clone()

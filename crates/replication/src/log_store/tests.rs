@@ -490,3 +490,104 @@ async fn a_round_of_queued_writes_recovers_in_order() {
         .collect();
     assert_eq!(recovered, expected);
 }
+
+/// An entry whose value is `size` bytes, so entries weigh differently.
+fn sized_entry(term: u64, index: u64, size: usize) -> Entry {
+    let mut entry = entry(term, index);
+    if let openraft::EntryPayload::Normal(request) = &mut entry.payload {
+        let mut request = (**request).clone();
+        if let Op::Exec { commands, .. } = &mut request.op {
+            commands[0][2] = bytes::Bytes::from(vec![b'v'; size]);
+        }
+        entry.payload = openraft::EntryPayload::Normal(std::sync::Arc::new(request));
+    }
+    entry
+}
+
+/// `bytes_between` and `purge_point` as the definitions say, by walking the
+/// held entries.
+async fn walked(store: &mut LogStore, after: u64, through: u64, keep: u64) -> (u64, Option<u64>) {
+    let held = store.try_get_log_entries(..).await.unwrap();
+    let between = held
+        .iter()
+        .filter(|entry| entry.log_id.index > after && entry.log_id.index <= through)
+        .map(entry_bytes)
+        .sum();
+    let mut kept = 0;
+    let mut point = None;
+    for entry in held
+        .iter()
+        .rev()
+        .filter(|entry| entry.log_id.index <= through)
+    {
+        kept += entry_bytes(entry);
+        if kept > keep {
+            point = Some(entry.log_id.index);
+            break;
+        }
+    }
+    (between, point)
+}
+
+/// The running totals answer exactly as a walk over the held entries, through
+/// appends, truncations, purges and a reopen.
+#[tokio::test]
+async fn held_bytes_are_answered_from_running_totals() {
+    let scratch = Scratch::new("log-totals");
+    let mut store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |bound: u64| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % bound.max(1)
+    };
+    let mut last = 0u64;
+    let mut purged = 0u64;
+    let mut term = 1;
+    for round in 0..300 {
+        match next(10) {
+            0 if last > purged + 1 => {
+                last = purged + 1 + next(last - purged);
+                store
+                    .truncate_after(Some(log_id::<TypeConfig>(term, 1, last)))
+                    .await
+                    .unwrap();
+                term += 1;
+            }
+            1 if last > purged => {
+                purged += 1 + next(last - purged);
+                store
+                    .purge(log_id::<TypeConfig>(term, 1, purged))
+                    .await
+                    .unwrap();
+            }
+            2 if round % 50 == 2 => {
+                drop(store);
+                store = LogStore::open(&scratch.0, options(1 << 20)).await.unwrap();
+            }
+            _ => {
+                let count = 1 + next(5);
+                let entries = (last + 1..=last + count)
+                    .map(|index| sized_entry(term, index, next(300) as usize))
+                    .collect();
+                append(&mut store, entries).await;
+                last += count;
+            }
+        }
+        let all = walked(&mut store, 0, u64::MAX, u64::MAX).await.0;
+        assert_eq!(store.memory_bytes(), all, "round {round}");
+        for _ in 0..4 {
+            let after = next(last + 3);
+            let through = next(last + 3);
+            let keep = next(all + 100);
+            let (between, point) = walked(&mut store, after, through, keep).await;
+            assert_eq!(
+                store.bytes_between(after, through),
+                between,
+                "round {round}"
+            );
+            assert_eq!(store.purge_point(through, keep), point, "round {round}");
+        }
+    }
+}
