@@ -1,6 +1,7 @@
 //! DUMP/RESTORE payloads in Redis's format, and MIGRATE: keys of every
-//! plain type (an HLL among the strings) move from a real redis-server to
-//! slotraft and back unchanged, by RESTORE and by MIGRATE in both
+//! type (an HLL among the strings; streams with deleted entries, consumer
+//! groups and pending entries) move from a real redis-server to slotraft and
+//! back unchanged, by RESTORE and by MIGRATE in both
 //! directions; MIGRATE's options and errors answer as Redis's do.
 
 use redis::Connection;
@@ -64,12 +65,140 @@ fn fill(connection: &mut Connection) {
             .ignore();
     }
     let () = pipe.query(connection).unwrap();
+    fill_streams(connection);
+}
+
+/// Streams: one with a deleted entry inside its node and two groups (one
+/// with pending entries of two consumers, one with an idle consumer), one
+/// over several nodes with holes and a node emptied, one with no entry left.
+fn fill_streams(connection: &mut Connection) {
+    let commands: &[&[&str]] = &[
+        &["XADD", "st", "1-1", "a", "1", "b", "x"],
+        &["XADD", "st", "1-2", "a", "2", "b", "y"],
+        &["XADD", "st", "2-0", "c", "300"],
+        &["XADD", "st", "3-5", "a", "-7", "b", ""],
+        &["XDEL", "st", "1-2"],
+        &["XGROUP", "CREATE", "st", "g", "0"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "COUNT",
+            "2",
+            "STREAMS",
+            "st",
+            ">",
+        ],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "bob",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "st",
+            ">",
+        ],
+        &["XACK", "st", "g", "1-1"],
+        &["XGROUP", "CREATE", "st", "h", "$"],
+        &["XGROUP", "CREATECONSUMER", "st", "h", "carol"],
+        &["XADD", "emptyst", "5-0", "a", "1"],
+        &["XDEL", "emptyst", "5-0"],
+        &["XGROUP", "CREATE", "emptyst", "g", "$"],
+    ];
+    let mut pipe = redis::pipe();
+    for command in commands {
+        pipe.cmd(command[0]).arg(&command[1..]).ignore();
+    }
+    for index in 1..=260u64 {
+        let id = format!("{index}-{}", index % 3);
+        let value = match index % 4 {
+            0 => index.to_string(),
+            1 => "w".repeat(index as usize % 80),
+            2 => format!("-{}", index * 1_000_003),
+            _ => String::new(),
+        };
+        let mut command = redis::cmd("XADD");
+        command.arg("bigst").arg(&id);
+        if index % 9 == 0 {
+            command.arg("other").arg(&value);
+        } else {
+            command.arg("f").arg(&value).arg("n").arg(index);
+        }
+        pipe.add_command(command).ignore();
+        if index % 10 == 0 || (101..=200).contains(&index) {
+            pipe.cmd("XDEL").arg("bigst").arg(&id).ignore();
+        }
+    }
+    pipe.cmd("XGROUP")
+        .arg(&["CREATE", "bigst", "grp", "0"])
+        .ignore();
+    pipe.cmd("XREADGROUP")
+        .arg(&["GROUP", "grp", "c", "COUNT", "30", "STREAMS", "bigst", ">"])
+        .ignore();
+    let () = pipe.query(connection).unwrap();
 }
 
 const KEYS: &[&str] = &[
     "s", "int", "long", "ttl", "l", "si", "ss", "h", "z", "hll", "biglist", "bigset", "bighash",
-    "bigzset", "bighll",
+    "bigzset", "bighll", "st", "bigst", "emptyst",
 ];
+
+/// A stream's entries, counters, groups and pending entries, as XRANGE,
+/// XINFO and XPENDING show them (not the radix tree's inner node count,
+/// which is Redis's own layout, nor idle times, which follow the clock).
+fn stream_contents(connection: &mut Connection, key: &str) -> Vec<String> {
+    let mut shown = Vec::new();
+    let entries: redis::Value = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(connection)
+        .unwrap();
+    shown.push(format!("{entries:?}"));
+    let info: Vec<redis::Value> = redis::cmd("XINFO")
+        .arg("STREAM")
+        .arg(key)
+        .query(connection)
+        .unwrap();
+    for pair in info.chunks(2) {
+        if !matches!(&pair[0], redis::Value::BulkString(name) if name == b"radix-tree-nodes") {
+            shown.push(format!("{pair:?}"));
+        }
+    }
+    let groups: Vec<Vec<redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query(connection)
+        .unwrap();
+    for group in groups {
+        shown.push(format!("{group:?}"));
+        let name: String = redis::from_redis_value(&group[1]).unwrap();
+        let pending: Vec<(String, String, i64, i64)> = redis::cmd("XPENDING")
+            .arg(key)
+            .arg(&name)
+            .arg("-")
+            .arg("+")
+            .arg(1000)
+            .query(connection)
+            .unwrap();
+        for (id, consumer, _idle, count) in pending {
+            shown.push(format!("{name} {id} {consumer} {count}"));
+        }
+        let consumers: Vec<Vec<redis::Value>> = redis::cmd("XINFO")
+            .arg("CONSUMERS")
+            .arg(key)
+            .arg(&name)
+            .query(connection)
+            .unwrap();
+        for consumer in consumers {
+            shown.push(format!("{name} {:?} {:?}", consumer[1], consumer[3]));
+        }
+    }
+    shown
+}
 
 /// What a key holds, in a form both servers answer alike.
 fn contents(connection: &mut Connection, key: &str) -> String {
@@ -87,6 +216,7 @@ fn contents(connection: &mut Connection, key: &str) -> String {
             .unwrap(),
         "set" => redis::cmd("SMEMBERS").arg(key).query(connection).unwrap(),
         "hash" => redis::cmd("HGETALL").arg(key).query(connection).unwrap(),
+        "stream" => stream_contents(connection, key),
         "zset" => redis::cmd("ZRANGE")
             .arg(key)
             .arg(0)

@@ -755,7 +755,7 @@ fn integer_entry_bytes(integer: i64) -> usize {
     }
 }
 
-fn back_length_bytes(encoded: usize) -> usize {
+pub(crate) fn back_length_bytes(encoded: usize) -> usize {
     match encoded {
         0..=127 => 1,
         128..=16382 => 2,

@@ -4,15 +4,19 @@
 //!
 //! Written: strings, lists, sets, hashes and sorted sets in RDB's plain forms
 //! (`STRING`, `LIST`, `SET`, `HASH`, `ZSET_2`), which every Redis since 4.0
-//! loads, under RDB version 10 (Redis 7.0's, so a 7.0 target accepts them;
-//! 7.2 reads them too). Streams keep slotraft's own format (see `dump.rs`),
-//! which a Redis target refuses.
+//! loads, and streams as `STREAM_LISTPACKS_2` (see `rdb/stream.rs`), under
+//! RDB version 10 (Redis 7.0's, so a 7.0 target accepts them; 7.2 reads them
+//! too).
 //!
 //! Read: those forms and the compact ones Redis writes — integer and
-//! LZF-compressed strings, ziplists, listpacks, intsets and quicklists — up to
-//! RDB version 11 (Redis 7.2). A payload whose footer says version 1 is
-//! slotraft's own format and goes to `dump.rs`. Every count is checked against
-//! the bytes that are there before anything is allocated for it.
+//! LZF-compressed strings, ziplists, listpacks, intsets, quicklists and the
+//! three stream forms — up to RDB version 11 (Redis 7.2). A payload whose
+//! footer says version 1 is slotraft's own format (`dump.rs`: what
+//! resharding moves, and what earlier slotraft versions wrote for streams).
+//! Every count is checked against the bytes that are there before anything
+//! is allocated for it.
+
+mod stream;
 
 use crate::dump::{crc64, BadPayload};
 use crate::hash::{HashValue, Pair};
@@ -80,7 +84,7 @@ pub fn dump(value: &Value) -> Vec<u8> {
                 out.extend_from_slice(&entry.score.to_bits().to_le_bytes());
             }
         }
-        Value::Stream(_) => return crate::dump::serialize_value(value),
+        Value::Stream(value) => stream::write(value, &mut out),
     }
     out.extend_from_slice(&WRITTEN_VERSION.to_le_bytes());
     let checksum = crc64(0, &out);
@@ -178,6 +182,9 @@ fn read_object(type_byte: u8, reader: &mut Reader<'_>) -> Result<Value, BadPaylo
                 }
             }
             list(elements)?
+        }
+        stream::STREAM_LISTPACKS | stream::STREAM_LISTPACKS_2 | stream::STREAM_LISTPACKS_3 => {
+            Value::Stream(Box::new(stream::read(type_byte, reader)?))
         }
         kind::SET_INTSET => set(intset(&reader.string()?)?)?,
         kind::SET_LISTPACK => set(listpack(&reader.string()?)?)?,
@@ -506,14 +513,7 @@ fn listpack(bytes: &[u8]) -> Result<Vec<Vec<u8>>, BadPayload> {
             }
         };
         // The back length: the entry's size in 1 to 5 bytes.
-        let size = at - start;
-        at += match size {
-            0..=127 => 1,
-            128..=16383 => 2,
-            16384..=2097151 => 3,
-            2097152..=268435455 => 4,
-            _ => 5,
-        };
+        at += crate::list::back_length_bytes(at - start);
         entries.push(entry);
     }
     if at + 1 != bytes.len() {

@@ -567,6 +567,52 @@ impl StreamValue {
         group.last_id = id;
     }
 
+    /// The live entries of `node`, ascending.
+    pub(crate) fn node_entries<'s>(
+        &'s self,
+        node: &Node,
+    ) -> impl Iterator<Item = (StreamId, &'s Fields)> + 's {
+        self.entries
+            .range(node.first..=node.last)
+            .map(|(id, fields)| (*id, fields))
+    }
+
+    /// Appends a node read from a payload, with its live entries (ascending,
+    /// inside the node, after every entry held so far, each with fields and
+    /// values in pairs). None when anything is out of place; a node with no
+    /// live entry is left out, as Redis drops such a node.
+    pub(crate) fn push_node(&mut self, node: Node, entries: Vec<(StreamId, Fields)>) -> Option<()> {
+        if node.first > node.last
+            || node.live as usize != entries.len()
+            || node.live > node.total
+            || self
+                .nodes
+                .back()
+                .is_some_and(|last| node.first <= last.last)
+        {
+            return None;
+        }
+        for (id, fields) in entries {
+            if id < node.first
+                || id > node.last
+                || fields.is_empty()
+                || !fields.len().is_multiple_of(2)
+                || self
+                    .entries
+                    .keys()
+                    .next_back()
+                    .is_some_and(|last| id <= *last)
+            {
+                return None;
+            }
+            self.entries.insert(id, fields);
+        }
+        if node.live > 0 {
+            self.nodes.push_back(node);
+        }
+        Some(())
+    }
+
     // ---- Serialization (DUMP body, snapshots, digest) ---------------------------
 
     /// Appends the serialized stream (after the type byte) to `out`.

@@ -251,7 +251,8 @@ const EXPORT_BYTES: usize = 4 << 20;
 
 /// SLOTRAFT EXPORT shard slots after count: up to `count` keys of the slots
 /// (a comma-separated list, walked in its order) after the key `after` (""
-/// from the start), each as [key, expire-at-ms or -1, DUMP payload], read
+/// from the start), each as [key, expire-at-ms or -1, DUMP payload in
+/// slotraft's own format], read
 /// linearizably on the shard's leader; fewer once the payloads reach
 /// [`EXPORT_BYTES`]. The reply is [the time the export read at (never
 /// behind the shard's log time; keys expired by then are skipped), items];
@@ -321,6 +322,14 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         if bytes >= EXPORT_BYTES {
             break;
         }
+        // slotraft's own format, which keeps everything a value holds
+        // (Redis's stream form loses a consumer's active-time); RESTORE
+        // reads it as it reads Redis's.
+        let dump = state
+            .keyspace
+            .db(0)
+            .peek(&key, now_ms)
+            .map(|entry| Bytes::from(keyspace::dump::serialize_value(&entry.value)));
         let mut run = |words: &[&[u8]]| {
             let arguments: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w)).collect();
             let spec = keyspace::commands::resolve(&arguments).expect("known command");
@@ -329,9 +338,8 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
             context.cluster_mode = true;
             state.keyspace.execute(spec, &mut context, &arguments)
         };
-        let dump = run(&[b"DUMP", &key]);
         let expire = run(&[b"PEXPIRETIME", &key]);
-        if let (Frame::Bulk(dump), Frame::Integer(expire)) = (dump, expire) {
+        if let (Some(dump), Frame::Integer(expire)) = (dump, expire) {
             bytes += key.len() + dump.len();
             items.push(Frame::Array(vec![
                 Frame::Bulk(key),
