@@ -267,7 +267,17 @@ fn a_slot_of_many_keys_and_large_values_moves_whole() {
     let stream_setup: &[&[&str]] = &[
         &["XDEL", &stream, "7-1"],
         &["XGROUP", "CREATE", &stream, "g", "0"],
-        &["XREADGROUP", "GROUP", "g", "alice", "COUNT", "3", "STREAMS", &stream, ">"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "COUNT",
+            "3",
+            "STREAMS",
+            &stream,
+            ">",
+        ],
         &["XGROUP", "CREATECONSUMER", &stream, "g", "idle-one"],
     ];
     for command in stream_setup {

@@ -32,7 +32,13 @@ const FLAG_SAME_FIELDS: i64 = 2;
 
 /// Writes `stream` as a `STREAM_LISTPACKS_2` object, type byte included.
 pub(super) fn write(stream: &StreamValue, out: &mut Vec<u8>) {
-    out.push(STREAM_LISTPACKS_2);
+    write_form(stream, STREAM_LISTPACKS_2, out);
+}
+
+/// Writes `stream` in the stream form `form` (the tests read the other two
+/// forms Redis writes from here).
+fn write_form(stream: &StreamValue, form: u8, out: &mut Vec<u8>) {
+    out.push(form);
     put_length(out, stream.node_count() as u64);
     for node in stream.nodes() {
         put_string(out, &raw_id(node.first));
@@ -40,15 +46,19 @@ pub(super) fn write(stream: &StreamValue, out: &mut Vec<u8>) {
     }
     put_length(out, stream.len() as u64);
     put_id(out, stream.last_id);
-    put_id(out, stream.first_id());
-    put_id(out, stream.max_deleted_id);
-    put_length(out, stream.entries_added);
+    if form != STREAM_LISTPACKS {
+        put_id(out, stream.first_id());
+        put_id(out, stream.max_deleted_id);
+        put_length(out, stream.entries_added);
+    }
     put_length(out, stream.groups.len() as u64);
     for (name, group) in &stream.groups {
         put_string(out, name);
         put_id(out, group.last_id);
-        // Unknown (-1) goes out as Redis writes it: all ones.
-        put_length(out, group.entries_read as u64);
+        if form != STREAM_LISTPACKS {
+            // Unknown (-1) goes out as Redis writes it: all ones.
+            put_length(out, group.entries_read as u64);
+        }
         put_length(out, group.pending.len() as u64);
         for (id, pending) in &group.pending {
             out.extend_from_slice(&raw_id(*id));
@@ -59,6 +69,10 @@ pub(super) fn write(stream: &StreamValue, out: &mut Vec<u8>) {
         for (name, consumer) in &group.consumers {
             put_string(out, name);
             out.extend_from_slice(&consumer.seen_time_ms.to_le_bytes());
+            if form == STREAM_LISTPACKS_3 {
+                let active = consumer.active_time_ms.map_or(-1, |time| time as i64);
+                out.extend_from_slice(&active.to_le_bytes());
+            }
             put_length(out, consumer.pending.len() as u64);
             for id in &consumer.pending {
                 out.extend_from_slice(&raw_id(*id));
@@ -664,6 +678,39 @@ mod tests {
             (back.last_id, back.max_deleted_id, back.entries_added),
             (stream.last_id, stream.max_deleted_id, stream.entries_added)
         );
+    }
+
+    /// The forms of Redis 5-6 and 7.2 read back with what they hold: 7.2's
+    /// keeps active-times; the older one has no counters, so they come out
+    /// as Redis derives them (entries added = length, no deleted maximum,
+    /// entries read estimated).
+    #[test]
+    fn the_older_and_newer_stream_forms_are_read() {
+        let mut stream = stream_of(&hex(WITH_DELETION));
+        let carol = Bytes::from_static(b"carol");
+        let h = stream.groups.get_mut(&Bytes::from_static(b"h")).unwrap();
+        h.consumers.get_mut(&carol).unwrap().active_time_ms = None;
+        let sealed = |form: u8, version: u16| {
+            let mut payload = Vec::new();
+            write_form(&stream, form, &mut payload);
+            payload.extend_from_slice(&version.to_le_bytes());
+            let checksum = crc64(0, &payload);
+            payload.extend_from_slice(&checksum.to_le_bytes());
+            payload
+        };
+        let newest = stream_of(&sealed(STREAM_LISTPACKS_3, 11));
+        assert_eq!(newest.groups, stream.groups);
+        assert_eq!(entries(&newest), entries(&stream));
+        let oldest = stream_of(&sealed(STREAM_LISTPACKS, 9));
+        assert_eq!(entries(&oldest), entries(&stream));
+        assert_eq!(oldest.entries_added, 3);
+        assert_eq!(oldest.max_deleted_id, StreamId::ZERO);
+        assert_eq!(oldest.last_id, stream.last_id);
+        let g = &oldest.groups[&Bytes::from_static(b"g")];
+        assert_eq!(g.entries_read, 3);
+        assert_eq!(g.pending, stream.groups[&Bytes::from_static(b"g")].pending);
+        let carol_then = &oldest.groups[&Bytes::from_static(b"h")].consumers[&carol];
+        assert_eq!(carol_then.active_time_ms, Some(carol_then.seen_time_ms));
     }
 
     /// Every single-byte change of a stream payload (checksum fixed up) is
