@@ -1239,3 +1239,42 @@ fn pushes_from_a_script_wake_blocked_clients_after_it() {
     waiter.expect(b"*2\r\n$4\r\njobs\r\n$1\r\na\r\n");
     client.roundtrip(&["LRANGE", "jobs", "0", "-1"], "*1\r\n$1\r\nb\r\n");
 }
+
+/// SCRIPT DEBUG: NO answers as Redis does, anything but YES/SYNC/NO gets
+/// Redis's usage error, inside EXEC Redis's refusal; YES and SYNC, the Lua
+/// debugger, are refused with a text that says so.
+#[test]
+fn script_debug_no_is_accepted_and_the_debugger_refused() {
+    let server = Server::start(&[]);
+    let mut client = server.connect();
+    client.roundtrip(&["SCRIPT", "DEBUG", "no"], "+OK\r\n");
+    client.roundtrip(
+        &["SCRIPT", "DEBUG", "maybe"],
+        "-ERR Use SCRIPT DEBUG YES/SYNC/NO\r\n",
+    );
+    for mode in ["YES", "sync"] {
+        client.roundtrip(
+            &["SCRIPT", "DEBUG", mode],
+            "-ERR SCRIPT DEBUG YES and SYNC are not supported: slotraft has no Lua debugger\r\n",
+        );
+    }
+    client.roundtrip(
+        &["SCRIPT", "DEBUG"],
+        "-ERR wrong number of arguments for 'script|debug' command\r\n",
+    );
+    client.roundtrip(&["MULTI"], "+OK\r\n");
+    client.roundtrip(&["SCRIPT", "DEBUG", "NO"], "+QUEUED\r\n");
+    client.roundtrip(
+        &["EXEC"],
+        "*1\r\n-ERR SCRIPT DEBUG must be called outside a pipeline\r\n",
+    );
+    // Scripts may not call it.
+    client.roundtrip(
+        &[
+            "EVAL",
+            "return redis.pcall('script', 'debug', 'no')['err']",
+            "0",
+        ],
+        "$49\r\nERR This Redis command is not allowed from script\r\n",
+    );
+}

@@ -754,9 +754,7 @@ fn exec<'a>(
                     publish_keyspace_events(shared, &mut held.keyspace, Some(session.client.id));
                 }
                 *store = None;
-                session::execute(shared, session, spec, &arguments)
-                    .0
-                    .unwrap_or(Frame::Null)
+                session::execute_queued(shared, session, spec, &arguments)
             }
         };
         replies.push(reply);

@@ -949,9 +949,7 @@ async fn exec(shared: &Shared, route: Route<'_>, session: &mut Session) -> Frame
                 .next()
                 .unwrap_or_else(|| Frame::error("ERR internal: reply count mismatch")),
             Handler::Node | Handler::Container => {
-                session::execute(shared, session, spec, &arguments)
-                    .0
-                    .unwrap_or(Frame::Null)
+                session::execute_queued(shared, session, spec, &arguments)
             }
         };
         replies.push(reply);

@@ -355,6 +355,7 @@ pub fn execute(
         }
         name if name.starts_with("pubsub|") => crate::pubsub::introspect(shared, spec, arguments),
         "script|kill" => crate::busy::kill(&shared.local.scripts, false),
+        "script|debug" => script_debug(&arguments[2]),
         "function|kill" => crate::busy::kill(&shared.local.scripts, true),
         "shutdown" => return shutdown(shared, arguments),
         "debug" => debug(shared, session, arguments),
@@ -436,6 +437,38 @@ pub fn execute(
 }
 
 /// EVAL, EVALSHA, FCALL and their read-only forms.
+/// A command queued by MULTI, run by EXEC: as on its own, but for SCRIPT
+/// DEBUG, which Redis refuses there (EXEC's reply has begun, so Redis finds
+/// replies pending and calls it a pipeline).
+pub fn execute_queued(
+    shared: &Shared,
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    arguments: &[Bytes],
+) -> Frame {
+    if spec.name == "script|debug" {
+        return Frame::error("ERR SCRIPT DEBUG must be called outside a pipeline");
+    }
+    execute(shared, session, spec, arguments)
+        .0
+        .unwrap_or(Frame::Null)
+}
+
+/// SCRIPT DEBUG: NO is the only mode here. The Lua debugger (YES, SYNC)
+/// would stop a script in the middle of an entry every replica applies, so
+/// slotraft has none, and says so.
+fn script_debug(mode: &[u8]) -> Frame {
+    if mode.eq_ignore_ascii_case(b"no") {
+        Frame::OK
+    } else if mode.eq_ignore_ascii_case(b"yes") || mode.eq_ignore_ascii_case(b"sync") {
+        Frame::error(
+            "ERR SCRIPT DEBUG YES and SYNC are not supported: slotraft has no Lua debugger",
+        )
+    } else {
+        Frame::error("ERR Use SCRIPT DEBUG YES/SYNC/NO")
+    }
+}
+
 pub fn is_script_call(spec: &CommandSpec) -> bool {
     spec.name.starts_with("eval") || spec.name.starts_with("fcall")
 }

@@ -87,6 +87,16 @@ const fn sub(
 
 const SCRIPT_SUBCOMMANDS: &[CommandSpec] = &[
     sub(
+        "script|debug",
+        3,
+        NOSCRIPT,
+        &[],
+        "Sets the debug mode of server-side Lua scripts.",
+        "3.2.0",
+        "O(1)",
+        Handler::Node,
+    ),
+    sub(
         "script|exists",
         -3,
         NOSCRIPT | STALE,
