@@ -517,3 +517,87 @@ fn info_cluster_shows_each_hosted_shards_role_and_progress() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The other CLUSTER subcommands Redis Cluster answers: REPLICAS (SLAVES)
+/// lists the CLUSTER NODES lines of a master's replicas, with Redis's errors
+/// for an unknown node and for a replica; COUNT-FAILURE-REPORTS, LINKS,
+/// SAVECONFIG and HELP answer; the subcommands that change the topology
+/// Redis's way are refused with a text that names slotraft's way.
+#[test]
+fn cluster_replicas_and_the_other_redis_cluster_subcommands_answer() {
+    let cluster = Cluster::start(4, &["--replicas", "3", "--shards", "3"], &[]);
+    let mut direct = cluster.client(0);
+    let cluster_cmd = |words: &[&str]| {
+        let mut command = redis::cmd("CLUSTER");
+        command.arg(words);
+        command
+    };
+    let nodes: String = cluster_cmd(&["NODES"]).query(&mut direct).unwrap();
+    let lines: Vec<Vec<&str>> = nodes
+        .lines()
+        .map(|line| line.split(' ').collect())
+        .collect();
+    assert_eq!(lines.len(), 4, "{nodes}");
+    let mut replicas_seen = 0;
+    for fields in &lines {
+        let answer: redis::RedisResult<Vec<String>> =
+            cluster_cmd(&["REPLICAS", fields[0]]).query(&mut direct);
+        if fields[2].split(',').any(|flag| flag == "master") {
+            // The pong time (the sixth field) is the time of the answer.
+            let without_pong = |line: &str| {
+                let mut fields: Vec<&str> = line.split(' ').collect();
+                fields[5] = "-";
+                fields.join(" ")
+            };
+            let mut listed: Vec<String> = answer
+                .unwrap()
+                .iter()
+                .map(|line| without_pong(line))
+                .collect();
+            let mut expected: Vec<String> = nodes
+                .lines()
+                .filter(|line| line.split(' ').nth(3) == Some(fields[0]))
+                .map(without_pong)
+                .collect();
+            listed.sort();
+            expected.sort();
+            replicas_seen += expected.len();
+            assert_eq!(listed, expected);
+            let slaves: Vec<String> = cluster_cmd(&["SLAVES", fields[0]])
+                .query(&mut direct)
+                .unwrap();
+            assert_eq!(slaves.len(), listed.len());
+        } else {
+            assert_eq!(
+                answer.unwrap_err().to_string(),
+                "An error was signalled by the server - ResponseError: The specified node is not a master"
+            );
+        }
+        let reports: i64 = cluster_cmd(&["COUNT-FAILURE-REPORTS", fields[0]])
+            .query(&mut direct)
+            .unwrap();
+        assert_eq!(reports, 0);
+    }
+    assert!(
+        replicas_seen > 0,
+        "a node that leads no shard is a replica: {nodes}"
+    );
+    let unknown: redis::RedisResult<Vec<String>> =
+        cluster_cmd(&["REPLICAS", "nosuch"]).query(&mut direct);
+    assert_eq!(
+        unknown.unwrap_err().to_string(),
+        "An error was signalled by the server - ResponseError: Unknown node nosuch"
+    );
+    let links: Vec<redis::Value> = cluster_cmd(&["LINKS"]).query(&mut direct).unwrap();
+    assert!(links.is_empty());
+    let saved: String = cluster_cmd(&["SAVECONFIG"]).query(&mut direct).unwrap();
+    assert_eq!(saved, "OK");
+    let help: Vec<String> = cluster_cmd(&["HELP"]).query(&mut direct).unwrap();
+    assert!(help[0].starts_with("CLUSTER <subcommand>"), "{help:?}");
+    let meet: redis::RedisResult<()> = cluster_cmd(&["MEET", "127.0.0.1", "1"]).query(&mut direct);
+    let meet = meet.unwrap_err().to_string();
+    assert!(
+        meet.contains("CLUSTER MEET is not supported: slotraft changes its topology"),
+        "{meet}"
+    );
+}

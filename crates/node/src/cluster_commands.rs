@@ -1,5 +1,6 @@
 //! The node-answered CLUSTER subcommands (SLOTS, SHARDS, NODES, INFO, MYID,
-//! MYSHARDID) and the cluster's own SLOTRAFT commands used by the admin CLI and
+//! MYSHARDID, REPLICAS, COUNT-FAILURE-REPORTS, LINKS, SAVECONFIG, HELP, and
+//! the refusal of those that change the topology Redis's way) and the cluster's own SLOTRAFT commands used by the admin CLI and
 //! between nodes (NODE-INFO, BOOTSTRAP, PUT-LEADER, TOPOLOGY).
 
 use crate::clock;
@@ -49,6 +50,35 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             };
             Frame::Verbatim(Bytes::from(format!("txt:{text}")))
         }
+        "cluster|replicas" | "cluster|slaves" => replicas(node, &arguments[2]),
+        "cluster|count-failure-reports" => match node_line(node, &arguments[2]) {
+            // Nodes are judged by Raft, not by gossiped failure reports.
+            Ok(_) => Frame::Integer(0),
+            Err(error) => error,
+        },
+        // The configuration lives in the metadata group's log: always saved.
+        "cluster|saveconfig" => Frame::OK,
+        // No cluster bus: nodes talk over one gRPC connection per peer.
+        "cluster|links" => Frame::Array(Vec::new()),
+        "cluster|help" => help(),
+        "cluster|meet"
+        | "cluster|forget"
+        | "cluster|reset"
+        | "cluster|flushslots"
+        | "cluster|addslots"
+        | "cluster|addslotsrange"
+        | "cluster|delslots"
+        | "cluster|delslotsrange"
+        | "cluster|setslot"
+        | "cluster|bumpepoch"
+        | "cluster|set-config-epoch"
+        | "cluster|replicate"
+        | "cluster|failover" => Frame::error_owned(format!(
+            "ERR CLUSTER {} is not supported: slotraft changes its topology through its \
+                 metadata group (slotraft cluster add-node, del-node, reshard, rebalance) and \
+                 fails over within a shard by Raft election",
+            spec.name["cluster|".len()..].to_uppercase()
+        )),
         "slotraft|node-info" => Frame::Array(vec![
             Frame::Integer(node.identity.id as i64),
             bulk(node.identity.name.clone()),
@@ -418,6 +448,97 @@ async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         Some(error) => error.clone(),
         None => Frame::Integer(replies.len() as i64),
     }
+}
+
+/// The CLUSTER NODES line of the node named `name`, or Redis's error for an
+/// unknown node.
+fn node_line(node: &ClusterNode, name: &[u8]) -> Result<String, Frame> {
+    let unknown = || {
+        Frame::error_owned(format!(
+            "ERR Unknown node {}",
+            String::from_utf8_lossy(name)
+        ))
+    };
+    let topology = node.topology().ok_or_else(unknown)?;
+    topology
+        .nodes_text(node.identity.id, clock::unix_ms())
+        .lines()
+        .find(|line| line.split(' ').next() == Some(&*String::from_utf8_lossy(name)))
+        .map(str::to_string)
+        .ok_or_else(unknown)
+}
+
+/// CLUSTER REPLICAS (SLAVES): the CLUSTER NODES lines of the nodes that
+/// name `name` as their master.
+fn replicas(node: &ClusterNode, name: &[u8]) -> Frame {
+    let line = match node_line(node, name) {
+        Ok(line) => line,
+        Err(error) => return error,
+    };
+    let flags = line.split(' ').nth(2).unwrap_or_default();
+    if !flags.split(',').any(|flag| flag == "master") {
+        return Frame::error("ERR The specified node is not a master");
+    }
+    let Some(topology) = node.topology() else {
+        return Frame::Array(Vec::new());
+    };
+    let name = String::from_utf8_lossy(name);
+    Frame::Array(
+        topology
+            .nodes_text(node.identity.id, clock::unix_ms())
+            .lines()
+            .filter(|line| line.split(' ').nth(3) == Some(&*name))
+            .map(|line| bulk(line.to_string()))
+            .collect(),
+    )
+}
+
+/// CLUSTER HELP: the subcommands a slotraft node answers.
+fn help() -> Frame {
+    const LINES: &[&str] = &[
+        "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "COUNT-FAILURE-REPORTS <node-id>",
+        "    Return the number of failure reports for <node-id> (always 0: Raft judges failures).",
+        "COUNTKEYSINSLOT <slot>",
+        "    Return the number of keys in <slot>.",
+        "GETKEYSINSLOT <slot> <count>",
+        "    Return key names stored by current node in a slot.",
+        "INFO",
+        "    Return information about the cluster.",
+        "KEYSLOT <key>",
+        "    Return the hash slot for <key>.",
+        "LINKS",
+        "    Return information about all network links between this node and its peers",
+        "    (none: nodes talk over gRPC, not a cluster bus).",
+        "MYID",
+        "    Return the node id.",
+        "MYSHARDID",
+        "    Return the node's shard id.",
+        "NODES",
+        "    Return cluster configuration seen by node. Output format:",
+        "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+        "REPLICAS <node-id>",
+        "    Return <node-id> replicas.",
+        "SAVECONFIG",
+        "    Force saving cluster configuration on disk (it is always saved).",
+        "SHARDS",
+        "    Return information about slot range mappings and the nodes associated with them.",
+        "SLAVES <node-id>",
+        "    Return <node-id> replicas.",
+        "SLOTS",
+        "    Return information about slots range mappings. Each range is made of:",
+        "    start, end, master and replicas IP addresses, ports and ids",
+        "The topology changes with `slotraft cluster` (add-node, del-node, reshard,",
+        "rebalance), not with MEET, FORGET, ADDSLOTS, SETSLOT or FAILOVER.",
+        "HELP",
+        "    Print this help.",
+    ];
+    Frame::Array(
+        LINES
+            .iter()
+            .map(|line| Frame::Simple(Bytes::from_static(line.as_bytes())))
+            .collect(),
+    )
 }
 
 fn slots(node: &ClusterNode) -> Frame {
