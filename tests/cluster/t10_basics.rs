@@ -601,3 +601,94 @@ fn cluster_replicas_and_the_other_redis_cluster_subcommands_answer() {
         "{meet}"
     );
 }
+
+/// `redis-cli --cluster import` moves a standalone Redis's keys into the
+/// cluster (MIGRATE from Redis to each slot's leader): every type arrives,
+/// a stream with its consumer group and pending entries included.
+#[test]
+fn redis_cli_cluster_import_moves_a_redis_keyspace_in() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let redis = slotraft_tests::support::RedisServer::start();
+    let mut source = redis::Client::open(format!("redis://127.0.0.1:{}/", redis.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut pipe = redis::pipe();
+    for index in 0..200 {
+        pipe.cmd("SET")
+            .arg(format!("key:{index}"))
+            .arg(index)
+            .ignore();
+    }
+    let commands: &[&[&str]] = &[
+        &["RPUSH", "queue", "a", "b", "c"],
+        &["HSET", "cart:1", "apple", "2", "pear", "1"],
+        &["SADD", "tags:redis", "db", "cache"],
+        &["ZADD", "board", "10", "ann", "20", "bob"],
+        &["PFADD", "visitors", "a", "b", "c"],
+        &["SET", "session:1", "data", "EX", "1000"],
+        &["XADD", "events", "1-1", "kind", "login"],
+        &["XADD", "events", "2-1", "kind", "logout", "user", "7"],
+        &["XGROUP", "CREATE", "events", "workers", "0"],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "workers",
+            "w1",
+            "COUNT",
+            "1",
+            "STREAMS",
+            "events",
+            ">",
+        ],
+    ];
+    for command in commands {
+        pipe.cmd(command[0]).arg(&command[1..]).ignore();
+    }
+    let () = pipe.query(&mut source).unwrap();
+    let output = std::process::Command::new("redis-cli")
+        .args(["--cluster", "import"])
+        .arg(format!("127.0.0.1:{}", cluster.members[0].port))
+        .arg("--cluster-from")
+        .arg(format!("127.0.0.1:{}", redis.port))
+        .arg("--cluster-copy")
+        .output()
+        .expect("run redis-cli --cluster import");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{text}");
+    let mut client = cluster.cluster_client();
+    for index in 0..200 {
+        let value: i64 = redis::cmd("GET")
+            .arg(format!("key:{index}"))
+            .query(&mut client)
+            .unwrap();
+        assert_eq!(value, index);
+    }
+    let show = |connection: &mut dyn redis::ConnectionLike, words: &[&str]| -> redis::Value {
+        let mut command = redis::cmd(words[0]);
+        command.arg(&words[1..]);
+        command.query(connection).unwrap()
+    };
+    for words in [
+        &["LRANGE", "queue", "0", "-1"][..],
+        &["HGET", "cart:1", "apple"],
+        &["SCARD", "tags:redis"],
+        &["ZRANGE", "board", "0", "-1", "WITHSCORES"],
+        &["PFCOUNT", "visitors"],
+        &["GET", "session:1"],
+        &["XRANGE", "events", "-", "+"],
+        &["XINFO", "GROUPS", "events"],
+        &["XPENDING", "events", "workers"],
+    ] {
+        assert_eq!(
+            show(&mut client, words),
+            show(&mut source, words),
+            "{words:?}"
+        );
+    }
+    let ttl: i64 = redis::cmd("TTL")
+        .arg("session:1")
+        .query(&mut client)
+        .unwrap();
+    assert!((900..=1000).contains(&ttl), "{ttl}");
+}
