@@ -692,3 +692,56 @@ fn redis_cli_cluster_import_moves_a_redis_keyspace_in() {
         .unwrap();
     assert!((900..=1000).contains(&ttl), "{ttl}");
 }
+
+/// MIGRATE on a cluster node: the keys' slot leader moves them to a Redis
+/// and deletes them through its shard's log; other nodes redirect, keys of
+/// several slots are CROSSSLOT, as in Redis Cluster.
+#[test]
+fn migrate_moves_keys_of_one_slot_out_of_the_cluster() {
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let redis = slotraft_tests::support::RedisServer::start();
+    let port = redis.port.to_string();
+    let mut client = cluster.cluster_client();
+    for key in ["{user:7}:name", "{user:7}:cart", "other"] {
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg(key)
+            .query(&mut client)
+            .unwrap();
+    }
+    let migrate = |words: &[&str]| {
+        let mut command = redis::cmd("MIGRATE");
+        command.arg(&["127.0.0.1", &port]).arg(words);
+        command
+    };
+    let keys = ["", "0", "5000", "KEYS", "{user:7}:name", "{user:7}:cart"];
+    let mut moved_by = None;
+    for index in 0..3 {
+        let mut direct = cluster.client(index);
+        match migrate(&keys).query::<String>(&mut direct) {
+            Ok(reply) => {
+                assert_eq!(reply, "OK");
+                moved_by = Some(index);
+            }
+            Err(error) => assert_eq!(error.code(), Some("MOVED"), "{error:?}"),
+        }
+    }
+    assert!(moved_by.is_some(), "one node leads the keys' slot");
+    let mut direct = cluster.client(moved_by.unwrap());
+    let crossslot = migrate(&["", "0", "5000", "KEYS", "{user:7}:name", "other"])
+        .query::<String>(&mut direct)
+        .unwrap_err();
+    assert_eq!(crossslot.code(), Some("CROSSSLOT"), "{crossslot:?}");
+    let mut target = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for key in ["{user:7}:name", "{user:7}:cart"] {
+        let there: String = redis::cmd("GET").arg(key).query(&mut target).unwrap();
+        assert_eq!(there, key);
+        let here: Option<String> = redis::cmd("GET").arg(key).query(&mut client).unwrap();
+        assert_eq!(here, None);
+    }
+    let other: String = redis::cmd("GET").arg("other").query(&mut client).unwrap();
+    assert_eq!(other, "other");
+}

@@ -12,4 +12,5 @@ mod t60_scripting;
 mod t70_eviction;
 mod t80_random_differential;
 mod t90_role_and_wait;
+mod t92_migrate;
 mod t95_tracking;

@@ -14,8 +14,13 @@
 //! an AUTH first when asked, and one `RESTORE key ttl payload [REPLACE]` per
 //! key. Keys the target restored are deleted here (unless COPY) even when it
 //! refused others; the first refusal answers the command. A connection that
-//! fails before any reply is opened again once, unless it timed out. A replicated shard refuses MIGRATE: its keys move
-//! between shards with `slotraft cluster reshard`.
+//! fails before any reply is opened again once, unless it timed out.
+//!
+//! On a replicated shard the leader runs it (`replicated.rs`): it reads the
+//! keys' payloads linearizably, sends them without holding the shard, then
+//! deletes what the target restored through the log, in one entry that
+//! WATCHes each key as it was dumped, so a key written meanwhile is kept
+//! (and the command says so) instead of losing that write.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -31,20 +36,20 @@ use resp::Frame;
 /// The largest reply read from the target (RESTORE answers are short).
 const MAX_REPLY_BYTES: usize = 1 << 20;
 
-struct Options {
+pub struct Options {
     address: String,
     db: i64,
     timeout: Duration,
-    copy: bool,
+    pub copy: bool,
     replace: bool,
     auth: Option<(Option<Bytes>, Bytes)>,
-    keys: Vec<Bytes>,
+    pub keys: Vec<Bytes>,
 }
 
 /// MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
 /// [AUTH password | AUTH2 username password] [KEYS key ...], checked in
 /// Redis's order.
-fn parse(arguments: &[Bytes]) -> Result<Options, Frame> {
+pub fn parse(arguments: &[Bytes]) -> Result<Options, Frame> {
     let mut options = Options {
         address: format!(
             "{}:{}",
@@ -111,6 +116,57 @@ fn run(keyspace: &mut Keyspace, context: &mut Context, arguments: &[&[u8]]) -> F
     }
 }
 
+/// A key to move: its name, remaining time to live in ms (0: none) and
+/// DUMP payload.
+pub type Moving = (Bytes, i64, Bytes);
+
+/// The keys of `keys` present in `db` at `now_ms`, as [`Moving`], read
+/// without changing anything (no access time, no lazy expiry), so a
+/// replica's state is untouched outside its log.
+pub fn dumps(keyspace: &mut Keyspace, db: usize, now_ms: u64, keys: &[Bytes]) -> Vec<Moving> {
+    let db = keyspace.db(db);
+    keys.iter()
+        .filter_map(|key| {
+            let entry = db.peek(key, now_ms)?;
+            let ttl = entry
+                .expire_at_ms()
+                .map_or(0, |at| (at.saturating_sub(now_ms) as i64).max(1));
+            Some((
+                key.clone(),
+                ttl,
+                Bytes::from(keyspace::rdb::dump(&entry.value)),
+            ))
+        })
+        .collect()
+}
+
+/// What the target answered: the command's reply, and the keys it restored
+/// (to delete here unless COPY).
+pub struct Outcome {
+    pub reply: Frame,
+    pub restored: Vec<Bytes>,
+}
+
+/// Sends `moving` to the target (a connection that failed before any reply
+/// is tried once more, unless it timed out).
+pub fn send(sockets: &Sockets, options: &Options, moving: &[Moving]) -> Outcome {
+    let mut retried = false;
+    loop {
+        match exchange(sockets, options, moving) {
+            Exchange::Done(outcome) => return outcome,
+            Exchange::Failed { reply, may_retry } => {
+                if !may_retry || retried {
+                    return Outcome {
+                        reply,
+                        restored: Vec::new(),
+                    };
+                }
+                retried = true;
+            }
+        }
+    }
+}
+
 /// MIGRATE, with the keyspace held.
 pub fn migrate(
     keyspace: &mut Keyspace,
@@ -124,41 +180,25 @@ pub fn migrate(
         Ok(options) => options,
         Err(error) => return error,
     };
-    let mut context = Context {
-        db,
-        ..Context::new(now_ms, seed)
-    };
-    // What is here to move: each key's payload and remaining time to live.
-    let mut moving: Vec<(Bytes, i64, Bytes)> = Vec::new();
-    for key in &options.keys {
-        let Frame::Bulk(payload) = run(keyspace, &mut context, &[b"DUMP", key]) else {
-            continue;
-        };
-        let ttl = match run(keyspace, &mut context, &[b"PTTL", key]) {
-            Frame::Integer(ttl) if ttl >= 0 => ttl.max(1),
-            _ => 0,
-        };
-        moving.push((key.clone(), ttl, payload));
-    }
+    let moving = dumps(keyspace, db, now_ms, &options.keys);
     if moving.is_empty() {
         return Frame::simple("NOKEY");
     }
-    let mut retried = false;
-    loop {
-        match exchange(keyspace, &mut context, sockets, &options, &moving) {
-            Exchange::Done(reply) => return reply,
-            Exchange::Failed { reply, may_retry } => {
-                if !may_retry || retried {
-                    return reply;
-                }
-                retried = true;
-            }
+    let outcome = send(sockets, &options, &moving);
+    if !options.copy {
+        let mut context = Context {
+            db,
+            ..Context::new(now_ms, seed)
+        };
+        for key in &outcome.restored {
+            run(keyspace, &mut context, &[b"DEL", key]);
         }
     }
+    outcome.reply
 }
 
 enum Exchange {
-    Done(Frame),
+    Done(Outcome),
     /// The connection failed (and was dropped) with `reply`; `may_retry`
     /// when nothing reached the target's answers and it did not time out.
     Failed {
@@ -167,13 +207,8 @@ enum Exchange {
     },
 }
 
-fn exchange(
-    keyspace: &mut Keyspace,
-    context: &mut Context,
-    sockets: &Sockets,
-    options: &Options,
-    moving: &[(Bytes, i64, Bytes)],
-) -> Exchange {
+fn exchange(sockets: &Sockets, options: &Options, moving: &[Moving]) -> Exchange {
+    let done = |reply: Frame, restored: Vec<Bytes>| Exchange::Done(Outcome { reply, restored });
     let mut cached = match sockets.take(&options.address, options.timeout) {
         Ok(cached) => cached,
         // Redis connects without blocking and learns of a refusal when it
@@ -184,7 +219,7 @@ fn exchange(
             } else {
                 "IOERR error or timeout connecting to the client"
             };
-            return Exchange::Done(Frame::error(reply));
+            return done(Frame::error(reply), Vec::new());
         }
     };
     let mut wire = Vec::new();
@@ -238,6 +273,7 @@ fn exchange(
     }
     let mut first_error = refusal.clone();
     let mut broken = false;
+    let mut restored = Vec::new();
     for (index, (key, _, _)) in moving.iter().enumerate() {
         let Some(reply) = reader.next() else {
             if first_error.is_none() && index == 0 && !reader.timed_out {
@@ -254,11 +290,7 @@ fn exchange(
                 first_error.get_or_insert(error);
             }
             _ if refusal.is_some() => {}
-            _ => {
-                if !options.copy {
-                    run(keyspace, context, &[b"DEL", key]);
-                }
-            }
+            _ => restored.push(key.clone()),
         }
     }
     if let Some(error) = first_error {
@@ -267,17 +299,18 @@ fn exchange(
         if !broken {
             sockets.give_back(&options.address, cached);
         }
-        return Exchange::Done(Frame::error_owned(format!(
+        let reply = Frame::error_owned(format!(
             "ERR Target instance replied with error: {}",
             String::from_utf8_lossy(&error)
-        )));
+        ));
+        return done(reply, restored);
     }
     if broken {
-        return Exchange::Done(reading_error());
+        return done(reading_error(), restored);
     }
     cached.db = Some(options.db);
     sockets.give_back(&options.address, cached);
-    Exchange::Done(Frame::OK)
+    done(Frame::OK, restored)
 }
 
 fn timed_out(error: &std::io::Error) -> bool {

@@ -255,6 +255,11 @@ async fn run(
                             continue;
                         }
                     }
+                    if spec.name == "migrate" {
+                        let reply = migrate(shared, route, session, &arguments).await;
+                        session.reply(output, &reply);
+                        continue;
+                    }
                     if let Route::Cluster(node) = route {
                         if let Some(reply) =
                             crate::cluster_commands::execute(node, spec, &arguments).await
@@ -1005,6 +1010,96 @@ async fn watch(route: Route<'_>, session: &mut Session, arguments: &[Bytes]) -> 
         session.watched.push((session.db, key.clone(), fingerprint));
     }
     Frame::OK
+}
+
+/// MIGRATE on the shard of its keys (one slot in a cluster), run by that
+/// shard's leader: the payloads are read linearizably, sent to the target
+/// with the shard free meanwhile, and what the target restored is deleted
+/// here (unless COPY) through the log in one entry that WATCHes each key as
+/// it was dumped. If one was written in between, nothing is deleted and the
+/// reply says so: the target holds the old value, this shard the new one.
+async fn migrate(
+    shared: &Shared,
+    route: Route<'_>,
+    session: &Session,
+    arguments: &[Bytes],
+) -> Frame {
+    let options = match crate::migrate::parse(arguments) {
+        Ok(options) => options,
+        Err(error) => return error,
+    };
+    let Some(first) = options.keys.first() else {
+        return Frame::simple("NOKEY");
+    };
+    let slot = cluster::key_slot(first);
+    if matches!(route, Route::Cluster(_))
+        && options
+            .keys
+            .iter()
+            .any(|key| cluster::key_slot(key) != slot)
+    {
+        return Frame::error(keyspace::slots::CROSSSLOT);
+    }
+    // Routed as the delete it ends with.
+    let del = keyspace::commands::lookup(b"del").expect("DEL exists");
+    let probe = [Bytes::from_static(b"DEL"), first.clone()];
+    let replica = match route.target(del, &probe) {
+        Target::Local(replica) => replica,
+        Target::Reply(reply) => return reply,
+        Target::Unsharded => return Frame::error(CLUSTER_DOWN),
+    };
+    if let Err(forward) = replica.group.raft.as_leader() {
+        return redirect(&forward, del, &probe);
+    }
+    if let Err(refusal) = replica.group.check_read().await {
+        return refusal
+            .reply(del, &probe)
+            .unwrap_or_else(|| Frame::error(CLUSTER_DOWN));
+    }
+    let (moving, watched) = {
+        let mut state = lock_off_worker(&replica.group.state);
+        let now_ms = clock::unix_ms().max(state.log_time_ms);
+        let moving = crate::migrate::dumps(&mut state.keyspace, session.db, now_ms, &options.keys);
+        let watched: Vec<(Bytes, Bytes)> = moving
+            .iter()
+            .map(|(key, _, _)| {
+                let fingerprint = state.keyspace.watch_fingerprint(session.db, key, now_ms);
+                (key.clone(), fingerprint)
+            })
+            .collect();
+        (moving, watched)
+    };
+    if moving.is_empty() {
+        return Frame::simple("NOKEY");
+    }
+    let outcome = replication::runtime::long_running(|| {
+        crate::migrate::send(&shared.local.migrate_sockets, &options, &moving)
+    });
+    if options.copy || outcome.restored.is_empty() {
+        return outcome.reply;
+    }
+    let mut delete = vec![Bytes::from_static(b"DEL")];
+    delete.extend(outcome.restored.iter().cloned());
+    let watched = watched
+        .into_iter()
+        .filter(|(key, _)| outcome.restored.contains(key))
+        .collect();
+    match propose_watched(
+        &replica,
+        session.db,
+        session.protocol,
+        vec![(delete, del)],
+        watched,
+        false,
+    )
+    .await
+    {
+        Proposed::Replies(..) => outcome.reply,
+        Proposed::Aborted => Frame::error(
+            "ERR MIGRATE copied the keys, but one was written here meanwhile, so none was deleted here",
+        ),
+        Proposed::NotRun(errors) => errors.into_iter().next().unwrap_or(outcome.reply),
+    }
 }
 
 /// XREAD with BLOCK: a read that may wait. It runs through the log like

@@ -403,9 +403,11 @@ pub fn execute(
                 )
             })
         }
-        "migrate" => Frame::error(
-            "ERR MIGRATE is not available on a replicated shard; keys move between shards with slotraft cluster reshard",
-        ),
+        // A replicated shard's leader runs it on the connection; queued in
+        // a transaction it would need the network inside one log entry.
+        "migrate" => {
+            Frame::error("ERR MIGRATE inside MULTI is not available on a replicated shard")
+        }
         "sync" | "psync" => Frame::error(
             "ERR this node replicates through Raft groups, not the Redis replication protocol",
         ),
