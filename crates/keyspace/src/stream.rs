@@ -644,7 +644,7 @@ impl StreamValue {
             put_bytes(out, name);
             put_id(out, group.last_id);
             // -1 (unknown) as 0, n as n + 1.
-            put(out, (group.entries_read + 1) as u64);
+            put(out, (group.entries_read as u64).wrapping_add(1));
             put(out, group.consumers.len() as u64);
             for (name, consumer) in &group.consumers {
                 put_bytes(out, name);
@@ -696,7 +696,6 @@ impl StreamValue {
             };
             if node.first > node.last
                 || node.total == 0
-                || node.total > NODE_MAX_ENTRIES
                 || node.live > node.total
                 || previous.is_some_and(|last| node.first <= last)
                 || node.last > stream.last_id
@@ -735,7 +734,10 @@ impl StreamValue {
         for _ in 0..group_count {
             let name = get_bytes(reader)?;
             let last_id = get_id(reader)?;
-            let entries_read = i64::try_from(reader.u64().ok()?).ok()? - 1;
+            let entries_read = reader.u64().ok()?.wrapping_sub(1) as i64;
+            if entries_read < ENTRIES_READ_UNKNOWN {
+                return None;
+            }
             let mut group = Group::new(last_id, entries_read);
             let consumers = reader.u64().ok()?;
             for _ in 0..consumers {

@@ -98,12 +98,11 @@ pub(super) fn read(type_byte: u8, reader: &mut Reader<'_>) -> Result<StreamValue
         // Before 7.0: no counters; Redis starts them from the length.
         stream.entries_added = length;
     } else {
-        let first = read_id(reader)?;
+        // The recorded first ID is not checked: Redis derives it (an empty
+        // stream loaded from the oldest form records the maximum ID).
+        let _first = read_id(reader)?;
         stream.max_deleted_id = read_id(reader)?;
         stream.entries_added = reader.length()?;
-        if first != stream.first_id() {
-            return Err(BadPayload);
-        }
     }
     if length != stream.len() as u64
         || stream.entries_added < length
@@ -120,7 +119,9 @@ pub(super) fn read(type_byte: u8, reader: &mut Reader<'_>) -> Result<StreamValue
         } else {
             match reader.length()? {
                 u64::MAX => crate::stream::ENTRIES_READ_UNKNOWN,
-                read => i64::try_from(read).map_err(|_| BadPayload)?,
+                // Below i64::MAX, so the snapshot form's n + 1 holds it.
+                read if read < i64::MAX as u64 => read as i64,
+                _ => return Err(BadPayload),
             }
         };
         let mut group = Group::new(last_id, entries_read);
@@ -148,7 +149,8 @@ pub(super) fn read(type_byte: u8, reader: &mut Reader<'_>) -> Result<StreamValue
                     )),
                 }
             } else {
-                Some(seen)
+                // Redis 7.2 takes the seen-time; all ones reads as -1, never.
+                (seen != u64::MAX).then_some(seen)
             };
             let consumer = Consumer {
                 seen_time_ms: seen,
@@ -735,5 +737,85 @@ mod tests {
             cut.extend_from_slice(&checksum.to_le_bytes());
             assert!(super::super::restore(&cut).is_err(), "cut at {length}");
         }
+    }
+}
+
+#[cfg(test)]
+mod edge_tests {
+    use super::*;
+    use crate::dump::crc64;
+    use crate::value::Value;
+
+    fn sealed(body: &[u8]) -> Vec<u8> {
+        let mut payload = body.to_vec();
+        payload.extend_from_slice(&10u16.to_le_bytes());
+        let checksum = crc64(0, &payload);
+        payload.extend_from_slice(&checksum.to_le_bytes());
+        payload
+    }
+
+    /// Values Redis can hold that sit at the edges of slotraft's own form:
+    /// an empty stream recording the maximum first ID, a node of more than
+    /// 100 entries, entries-read at i64::MAX, a seen-time of all ones. Each
+    /// restores and survives slotraft's snapshot form.
+    #[test]
+    fn edge_values_restore_and_survive_the_snapshot_form() {
+        // Empty stream, first ID recorded as the maximum, one group.
+        let mut body = vec![STREAM_LISTPACKS_2, 0, 0, 5, 0];
+        put_id(&mut body, StreamId::MAX);
+        body.extend_from_slice(&[0, 0, 3, 1]);
+        put_string(&mut body, b"g");
+        body.extend_from_slice(&[0, 0]);
+        put_length(&mut body, i64::MAX as u64 - 1);
+        body.extend_from_slice(&[0, 1]);
+        put_string(&mut body, b"c");
+        body.extend_from_slice(&u64::MAX.to_le_bytes());
+        body.push(0);
+        let Ok(Value::Stream(empty)) = super::super::restore(&sealed(&body)) else {
+            panic!("the empty stream restores");
+        };
+        let group = &empty.groups[&Bytes::from_static(b"g")];
+        assert_eq!(group.entries_read, i64::MAX - 1);
+        assert_eq!(
+            group.consumers[&Bytes::from_static(b"c")].active_time_ms,
+            None
+        );
+        let value = Value::Stream(empty);
+        let own = crate::dump::encode_body(&value);
+        assert_eq!(crate::dump::decode_body(&own), Ok(value));
+        // One node of 150 entries (a larger stream-node-max-entries).
+        let mut big = StreamValue::new();
+        for index in 1..=150u64 {
+            big.append(
+                StreamId::new(index, 0),
+                vec![Bytes::from("f"), Bytes::from("v")].into(),
+            );
+        }
+        let mut payload = Vec::new();
+        let node = big.nodes().next().unwrap().clone();
+        let mut wide = Node {
+            last: StreamId::new(150, 0),
+            total: 150,
+            live: 150,
+            ..node
+        };
+        wide.bytes = 0;
+        let mut one = StreamValue::new();
+        let entries: Vec<_> = big
+            .range(StreamId::ZERO, StreamId::MAX, 0, false)
+            .into_iter()
+            .map(|(id, fields)| (id, fields.clone()))
+            .collect();
+        one.push_node(wide, entries).unwrap();
+        one.last_id = StreamId::new(150, 0);
+        one.entries_added = 150;
+        write(&one, &mut payload);
+        let Ok(Value::Stream(back)) = super::super::restore(&sealed(&payload)) else {
+            panic!("the wide node restores");
+        };
+        assert_eq!(back.nodes().next().unwrap().total, 150);
+        let value = Value::Stream(back);
+        let own = crate::dump::encode_body(&value);
+        assert_eq!(crate::dump::decode_body(&own), Ok(value));
     }
 }
