@@ -467,59 +467,121 @@ fn ziplist(bytes: &[u8]) -> Result<Vec<Vec<u8>>, BadPayload> {
 
 /// A listpack's entries, integers as their decimal text.
 fn listpack(bytes: &[u8]) -> Result<Vec<Vec<u8>>, BadPayload> {
-    let mut at = 6; // total bytes, element count
-    let mut entries = Vec::new();
-    loop {
-        let &encoding = bytes.get(at).ok_or(BadPayload)?;
-        if encoding == 0xFF {
-            break;
+    ListpackElements::new(bytes)
+        .map(|element| element.map(|element| element.to_vec()))
+        .collect()
+}
+
+/// One listpack element, borrowed: an integer, or a string's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Element<'a> {
+    Integer(i64),
+    Text(&'a [u8]),
+}
+
+impl Element<'_> {
+    /// The element as Redis returns it: integers as their decimal text.
+    fn to_vec(self) -> Vec<u8> {
+        match self {
+            Element::Integer(value) => value.to_string().into_bytes(),
+            Element::Text(text) => text.to_vec(),
         }
-        let start = at;
-        at += 1;
-        let take = |at: &mut usize, count: usize| -> Result<&[u8], BadPayload> {
-            let slice = bytes.get(*at..*at + count).ok_or(BadPayload)?;
-            *at += count;
-            Ok(slice)
-        };
-        let entry = if encoding & 0x80 == 0 {
-            (encoding as i64).to_string().into_bytes()
+    }
+}
+
+/// The elements of a listpack, read one at a time without copying; an
+/// error ends the walk, and the end must be the listpack's last byte.
+struct ListpackElements<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    done: bool,
+}
+
+impl<'a> ListpackElements<'a> {
+    fn new(bytes: &'a [u8]) -> ListpackElements<'a> {
+        // Skip the total bytes and element count.
+        ListpackElements {
+            bytes,
+            at: 6,
+            done: false,
+        }
+    }
+
+    fn take(&mut self, count: usize) -> Result<&'a [u8], BadPayload> {
+        let slice = self
+            .bytes
+            .get(self.at..self.at.checked_add(count).ok_or(BadPayload)?)
+            .ok_or(BadPayload)?;
+        self.at += count;
+        Ok(slice)
+    }
+
+    fn element(&mut self) -> Result<Option<Element<'a>>, BadPayload> {
+        let &encoding = self.bytes.get(self.at).ok_or(BadPayload)?;
+        if encoding == 0xFF {
+            if self.at + 1 != self.bytes.len() {
+                return Err(BadPayload);
+            }
+            return Ok(None);
+        }
+        let start = self.at;
+        self.at += 1;
+        let element = if encoding & 0x80 == 0 {
+            Element::Integer(encoding as i64)
         } else if encoding & 0xC0 == 0x80 {
-            take(&mut at, (encoding & 0x3F) as usize)?.to_vec()
+            Element::Text(self.take((encoding & 0x3F) as usize)?)
         } else if encoding & 0xE0 == 0xC0 {
-            let low = *take(&mut at, 1)?.first().ok_or(BadPayload)? as i64;
+            let low = self.take(1)?[0] as i64;
             let value = (((encoding & 0x1F) as i64) << 8) | low;
             // 13-bit two's complement.
-            let value = if value >= 1 << 12 {
+            Element::Integer(if value >= 1 << 12 {
                 value - (1 << 13)
             } else {
                 value
-            };
-            value.to_string().into_bytes()
+            })
         } else if encoding & 0xF0 == 0xE0 {
-            let low = *take(&mut at, 1)?.first().ok_or(BadPayload)? as usize;
-            take(&mut at, (((encoding & 0x0F) as usize) << 8) | low)?.to_vec()
+            let low = self.take(1)?[0] as usize;
+            Element::Text(self.take((((encoding & 0x0F) as usize) << 8) | low)?)
         } else {
             match encoding {
                 0xF0 => {
                     let length =
-                        u32::from_le_bytes(take(&mut at, 4)?.try_into().map_err(|_| BadPayload)?);
-                    take(&mut at, length as usize)?.to_vec()
+                        u32::from_le_bytes(self.take(4)?.try_into().map_err(|_| BadPayload)?);
+                    Element::Text(self.take(length as usize)?)
                 }
-                0xF1 => le_int(take(&mut at, 2)?).to_string().into_bytes(),
-                0xF2 => le_int(take(&mut at, 3)?).to_string().into_bytes(),
-                0xF3 => le_int(take(&mut at, 4)?).to_string().into_bytes(),
-                0xF4 => le_int(take(&mut at, 8)?).to_string().into_bytes(),
+                0xF1 => Element::Integer(le_int(self.take(2)?)),
+                0xF2 => Element::Integer(le_int(self.take(3)?)),
+                0xF3 => Element::Integer(le_int(self.take(4)?)),
+                0xF4 => Element::Integer(le_int(self.take(8)?)),
                 _ => return Err(BadPayload),
             }
         };
         // The back length: the entry's size in 1 to 5 bytes.
-        at += crate::list::back_length_bytes(at - start);
-        entries.push(entry);
+        let back = crate::list::back_length_bytes(self.at - start);
+        self.take(back)?;
+        Ok(Some(element))
     }
-    if at + 1 != bytes.len() {
-        return Err(BadPayload);
+}
+
+impl<'a> Iterator for ListpackElements<'a> {
+    type Item = Result<Element<'a>, BadPayload>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.element() {
+            Ok(Some(element)) => Some(Ok(element)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(error) => {
+                self.done = true;
+                Some(Err(error))
+            }
+        }
     }
-    Ok(entries)
 }
 
 fn intset(bytes: &[u8]) -> Result<Vec<Vec<u8>>, BadPayload> {

@@ -17,7 +17,7 @@
 //! structure checked (listpack layout, lp-counts, live and deleted counts,
 //! ascending IDs, each pending entry owned by exactly one consumer).
 
-use super::{put_length, put_string, BadPayload, Reader};
+use super::{put_length, put_string, BadPayload, Element, Reader};
 use crate::stream::{Consumer, Fields, Group, Node, StreamId, StreamValue};
 use crate::value::canonical_i64;
 use bytes::Bytes;
@@ -235,62 +235,81 @@ fn parse_node(
     master: StreamId,
     packed: &[u8],
 ) -> Result<(Node, Vec<(StreamId, Fields)>), BadPayload> {
-    let elements = super::listpack(packed)?;
-    let mut items = elements.into_iter();
-    fn integer(items: &mut std::vec::IntoIter<Vec<u8>>) -> Result<i64, BadPayload> {
-        canonical_i64(&items.next().ok_or(BadPayload)?).ok_or(BadPayload)
+    // Elements are read as they come: a deleted entry's values are skipped
+    // without a copy, and nothing is held per element but what is kept.
+    let mut items = super::ListpackElements::new(packed);
+    fn next<'a>(items: &mut super::ListpackElements<'a>) -> Result<Element<'a>, BadPayload> {
+        items.next().ok_or(BadPayload)?
+    }
+    fn integer(items: &mut super::ListpackElements<'_>) -> Result<i64, BadPayload> {
+        match next(items)? {
+            Element::Integer(value) => Ok(value),
+            Element::Text(text) => canonical_i64(text).ok_or(BadPayload),
+        }
+    }
+    fn bytes(element: Element<'_>) -> Bytes {
+        match element {
+            Element::Integer(value) => Bytes::from(value.to_string()),
+            Element::Text(text) => Bytes::copy_from_slice(text),
+        }
     }
     let count = integer(&mut items)?;
     let deleted = integer(&mut items)?;
     let field_count = usize::try_from(integer(&mut items)?).map_err(|_| BadPayload)?;
-    if count < 0 || deleted < 0 || field_count > items.len() {
+    if count < 0 || deleted < 0 || field_count > packed.len() {
         return Err(BadPayload);
     }
-    let master_fields: Box<[Bytes]> = items.by_ref().take(field_count).map(Bytes::from).collect();
+    let master_fields: Box<[Bytes]> = (0..field_count)
+        .map(|_| next(&mut items).map(bytes))
+        .collect::<Result<_, _>>()?;
     if integer(&mut items)? != 0 {
         return Err(BadPayload);
     }
     let mut entries = Vec::new();
     let (mut live, mut dead, mut last) = (0i64, 0i64, master);
-    while !items.as_slice().is_empty() {
-        let flags = integer(&mut items)?;
+    let mut items = items.peekable();
+    while items.peek().is_some() {
+        let mut items_ref = PeekedElements(&mut items);
+        let flags = items_ref.integer()?;
         if flags & !(FLAG_DELETED | FLAG_SAME_FIELDS) != 0 {
             return Err(BadPayload);
         }
         let id = StreamId::new(
-            master.ms.wrapping_add(integer(&mut items)? as u64),
-            master.seq.wrapping_add(integer(&mut items)? as u64),
+            master.ms.wrapping_add(items_ref.integer()? as u64),
+            master.seq.wrapping_add(items_ref.integer()? as u64),
         );
         let same = flags & FLAG_SAME_FIELDS != 0;
         let pairs = if same {
             field_count
         } else {
-            usize::try_from(integer(&mut items)?).map_err(|_| BadPayload)?
+            usize::try_from(items_ref.integer()?).map_err(|_| BadPayload)?
         };
-        // The values (and fields), then the lp-count.
-        let items_left = if same { pairs } else { pairs.saturating_mul(2) };
-        if pairs == 0 || items_left >= items.len() {
+        if pairs == 0 || pairs > packed.len() {
             return Err(BadPayload);
         }
-        let mut fields = Vec::with_capacity(pairs * 2);
+        let keep = flags & FLAG_DELETED == 0;
+        let mut fields = Vec::with_capacity(if keep { pairs * 2 } else { 0 });
         for index in 0..pairs {
-            if same {
-                fields.push(master_fields[index].clone());
-            } else {
-                fields.push(Bytes::from(items.next().ok_or(BadPayload)?));
+            let field = if same { None } else { Some(items_ref.next()?) };
+            let value = items_ref.next()?;
+            if keep {
+                fields.push(match field {
+                    Some(field) => bytes(field),
+                    None => master_fields[index].clone(),
+                });
+                fields.push(bytes(value));
             }
-            fields.push(Bytes::from(items.next().ok_or(BadPayload)?));
         }
         let expected = if same { pairs + 3 } else { pairs * 2 + 4 };
-        if integer(&mut items)? != expected as i64 || id < last {
+        if items_ref.integer()? != expected as i64 || id < last {
             return Err(BadPayload);
         }
         last = id;
-        if flags & FLAG_DELETED != 0 {
-            dead += 1;
-        } else {
+        if keep {
             live += 1;
             entries.push((id, fields.into_boxed_slice()));
+        } else {
+            dead += 1;
         }
     }
     if live != count || dead != deleted || live + dead == 0 {
@@ -305,6 +324,22 @@ fn parse_node(
         master_fields,
     };
     Ok((node, entries))
+}
+
+/// The entries part of a node's listpack, read through a peekable walk.
+struct PeekedElements<'p, 'a>(&'p mut std::iter::Peekable<super::ListpackElements<'a>>);
+
+impl<'a> PeekedElements<'_, 'a> {
+    fn next(&mut self) -> Result<Element<'a>, BadPayload> {
+        self.0.next().ok_or(BadPayload)?
+    }
+
+    fn integer(&mut self) -> Result<i64, BadPayload> {
+        match self.next()? {
+            Element::Integer(value) => Ok(value),
+            Element::Text(text) => canonical_i64(text).ok_or(BadPayload),
+        }
+    }
 }
 
 /// A stream ID as Redis keys its radix trees: two big-endian 64-bit numbers.
