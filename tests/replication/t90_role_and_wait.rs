@@ -1,6 +1,7 @@
 //! ROLE, WAIT and WAITAOF on a replicated shard, and what its members record
 //! about the commands they run (SLOWLOG, INFO commandstats).
 
+use redis::ConnectionLike;
 use slotraft_tests::support::group::Group;
 use std::time::{Duration, Instant};
 
@@ -242,7 +243,7 @@ fn failover_hands_leadership_to_a_follower() {
 }
 
 #[test]
-fn migrate_is_refused_on_a_replicated_shard() {
+fn migrate_inside_multi_is_refused_on_a_replicated_shard() {
     let group = Group::start(3, &[]);
     let leader = group.wait_leader(Duration::from_secs(10));
     let mut connection = group.client(leader);
@@ -251,13 +252,24 @@ fn migrate_is_refused_on_a_replicated_shard() {
         .arg("v")
         .query(&mut connection)
         .unwrap();
-    let refused: redis::RedisResult<()> = redis::cmd("MIGRATE")
+    let () = redis::cmd("MULTI").query(&mut connection).unwrap();
+    let queued: String = redis::cmd("MIGRATE")
         .arg(&["127.0.0.1", "1", "k", "0", "100"])
-        .query(&mut connection);
-    assert_eq!(
-        refused.unwrap_err().detail(),
-        Some("MIGRATE is not available on a replicated shard; keys move between shards with slotraft cluster reshard")
-    );
+        .query(&mut connection)
+        .unwrap();
+    assert_eq!(queued, "QUEUED");
+    let replies = match connection.req_command(&redis::cmd("EXEC")).unwrap() {
+        redis::Value::Array(replies) => replies,
+        other => panic!("EXEC answered {other:?}"),
+    };
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    match &replies[0] {
+        redis::Value::ServerError(error) => assert_eq!(
+            format!("{} {}", error.code(), error.details().unwrap_or_default()),
+            "ERR MIGRATE inside MULTI is not available on a replicated shard"
+        ),
+        other => panic!("MIGRATE inside EXEC answered {other:?}"),
+    }
     let kept: String = redis::cmd("GET").arg("k").query(&mut connection).unwrap();
     assert_eq!(kept, "v");
 }
