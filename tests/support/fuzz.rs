@@ -32,7 +32,8 @@
 //!
 //! A failure names the seed, the step and the commands before it, so it
 //! replays with `SLOTRAFT_FUZZ_SEED=<seed>`; `SLOTRAFT_FUZZ_SEEDS=<count>`
-//! sweeps more seeds than CI runs (see [`seeds`]).
+//! sweeps more seeds than CI runs, from `SLOTRAFT_FUZZ_FROM` if set (see
+//! [`seeds`]).
 
 use resp::Frame;
 use std::io::{Read, Write};
@@ -1869,13 +1870,17 @@ fn close_transaction(ours: &mut Connection, theirs: &mut Connection) {
 }
 
 /// The seeds to run: `default`, or the one `SLOTRAFT_FUZZ_SEED` names, or
-/// `SLOTRAFT_FUZZ_SEEDS` of them from the range's start.
+/// `SLOTRAFT_FUZZ_SEEDS` of them from `SLOTRAFT_FUZZ_FROM` (default: the
+/// range's start), so a sweep can cover seeds CI never ran.
 pub fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
     if let Ok(seed) = std::env::var("SLOTRAFT_FUZZ_SEED") {
         vec![seed.parse().expect("SLOTRAFT_FUZZ_SEED is a number")]
     } else if let Ok(count) = std::env::var("SLOTRAFT_FUZZ_SEEDS") {
         let count: u64 = count.parse().expect("SLOTRAFT_FUZZ_SEEDS is a number");
-        (default.start..default.start + count).collect()
+        let from = std::env::var("SLOTRAFT_FUZZ_FROM").map_or(default.start, |from| {
+            from.parse().expect("SLOTRAFT_FUZZ_FROM is a number")
+        });
+        (from..from + count).collect()
     } else {
         default.collect()
     }

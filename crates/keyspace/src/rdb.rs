@@ -467,7 +467,7 @@ fn ziplist(bytes: &[u8]) -> Result<Vec<Vec<u8>>, BadPayload> {
 
 /// A listpack's entries, integers as their decimal text.
 fn listpack(bytes: &[u8]) -> Result<Vec<Vec<u8>>, BadPayload> {
-    ListpackElements::new(bytes)
+    ListpackElements::new(bytes)?
         .map(|element| element.map(|element| element.to_vec()))
         .collect()
 }
@@ -489,22 +489,39 @@ impl Element<'_> {
     }
 }
 
-/// The elements of a listpack, read one at a time without copying; an
-/// error ends the walk, and the end must be the listpack's last byte.
+/// The elements of a listpack, read one at a time without copying. The
+/// header's total size must be the payload's, each element's back length
+/// must be its size, the count (unless it says "unknown", 65535) must be the
+/// number of elements, and the end byte must be the last; an error ends the
+/// walk.
 struct ListpackElements<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Elements read so far.
+    read: usize,
+    /// The header's element count, `None` when it is too large to hold.
+    count: Option<usize>,
     done: bool,
 }
 
+/// A listpack's header: total bytes (u32) and element count (u16).
+const LISTPACK_HEADER: usize = 6;
+
 impl<'a> ListpackElements<'a> {
-    fn new(bytes: &'a [u8]) -> ListpackElements<'a> {
-        // Skip the total bytes and element count.
-        ListpackElements {
-            bytes,
-            at: 6,
-            done: false,
+    fn new(bytes: &'a [u8]) -> Result<ListpackElements<'a>, BadPayload> {
+        let header = bytes.get(..LISTPACK_HEADER).ok_or(BadPayload)?;
+        let total = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        if total != bytes.len() || bytes.len() < LISTPACK_HEADER + 1 {
+            return Err(BadPayload);
         }
+        let count = u16::from_le_bytes([header[4], header[5]]);
+        Ok(ListpackElements {
+            bytes,
+            at: LISTPACK_HEADER,
+            read: 0,
+            count: (count != u16::MAX).then_some(count as usize),
+            done: false,
+        })
     }
 
     fn take(&mut self, count: usize) -> Result<&'a [u8], BadPayload> {
@@ -519,7 +536,7 @@ impl<'a> ListpackElements<'a> {
     fn element(&mut self) -> Result<Option<Element<'a>>, BadPayload> {
         let &encoding = self.bytes.get(self.at).ok_or(BadPayload)?;
         if encoding == 0xFF {
-            if self.at + 1 != self.bytes.len() {
+            if self.at + 1 != self.bytes.len() || self.count.is_some_and(|n| n != self.read) {
                 return Err(BadPayload);
             }
             return Ok(None);
@@ -557,10 +574,26 @@ impl<'a> ListpackElements<'a> {
             }
         };
         // The back length: the entry's size in 1 to 5 bytes.
-        let back = crate::list::back_length_bytes(self.at - start);
-        self.take(back)?;
+        let size = self.at - start;
+        if back_length(self.take(crate::list::back_length_bytes(size))?) != Some(size) {
+            return Err(BadPayload);
+        }
+        self.read += 1;
         Ok(Some(element))
     }
+}
+
+/// A listpack back length: 7 bits per byte, the last byte the lowest, every
+/// byte but the first flagged with the high bit.
+fn back_length(bytes: &[u8]) -> Option<usize> {
+    let mut value = 0usize;
+    for (index, &byte) in bytes.iter().enumerate() {
+        if (byte & 0x80 != 0) != (index > 0) {
+            return None;
+        }
+        value = (value << 7) | (byte & 0x7F) as usize;
+    }
+    Some(value)
 }
 
 impl<'a> Iterator for ListpackElements<'a> {
@@ -727,5 +760,60 @@ mod tests {
             lzf_decompress(&[0x00, b'a', 0xE0, 0x00, 0x00], 9),
             Err(BadPayload)
         );
+    }
+}
+
+#[cfg(test)]
+mod listpack_tests {
+    use super::*;
+
+    /// A listpack of the string "a" and the integer 5, with `count` and
+    /// the string's back length as given.
+    fn small(count: u16, back: u8) -> Vec<u8> {
+        let mut bytes = vec![12, 0, 0, 0];
+        bytes.extend_from_slice(&count.to_le_bytes());
+        bytes.extend_from_slice(&[0x81, b'a', back, 0x05, 0x01, 0xFF]);
+        bytes
+    }
+
+    #[test]
+    fn a_well_formed_listpack_is_read() {
+        assert_eq!(
+            listpack(&small(2, 2)),
+            Ok(vec![b"a".to_vec(), b"5".to_vec()])
+        );
+        // 65535 says the count is not kept in the header.
+        assert_eq!(listpack(&small(u16::MAX, 2)).map(|e| e.len()), Ok(2));
+        // A 200-byte string: 202 bytes with its encoding, a two-byte back
+        // length (1, then 74 flagged).
+        let mut long = vec![0, 0, 0, 0, 1, 0, 0xE0, 200];
+        long.extend_from_slice(&[b'x'; 200]);
+        long.extend_from_slice(&[1, 74 | 0x80, 0xFF]);
+        let total = long.len() as u32;
+        long[..4].copy_from_slice(&total.to_le_bytes());
+        assert_eq!(listpack(&long), Ok(vec![vec![b'x'; 200]]));
+        long[208] = 2;
+        assert_eq!(listpack(&long), Err(BadPayload));
+    }
+
+    #[test]
+    fn a_listpack_whose_header_or_back_lengths_disagree_is_refused() {
+        // The count says three elements, or one.
+        assert_eq!(listpack(&small(3, 2)), Err(BadPayload));
+        assert_eq!(listpack(&small(1, 2)), Err(BadPayload));
+        // A back length that is not the entry's size, or flagged as if
+        // another byte came before it.
+        assert_eq!(listpack(&small(2, 3)), Err(BadPayload));
+        assert_eq!(listpack(&small(2, 0x82)), Err(BadPayload));
+        // The total size is not the payload's.
+        let mut wrong_total = small(2, 2);
+        wrong_total[0] = 13;
+        assert_eq!(listpack(&wrong_total), Err(BadPayload));
+        let mut trailing = small(2, 2);
+        trailing.push(0);
+        trailing[0] = 13;
+        assert_eq!(listpack(&trailing), Err(BadPayload));
+        // Too short to hold a header and the end byte.
+        assert_eq!(listpack(&[6, 0, 0, 0, 0, 0]), Err(BadPayload));
     }
 }

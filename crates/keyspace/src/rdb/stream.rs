@@ -237,7 +237,7 @@ fn parse_node(
 ) -> Result<(Node, Vec<(StreamId, Fields)>), BadPayload> {
     // Elements are read as they come: a deleted entry's values are skipped
     // without a copy, and nothing is held per element but what is kept.
-    let mut items = super::ListpackElements::new(packed);
+    let mut items = super::ListpackElements::new(packed)?;
     fn next<'a>(items: &mut super::ListpackElements<'a>) -> Result<Element<'a>, BadPayload> {
         items.next().ok_or(BadPayload)?
     }
