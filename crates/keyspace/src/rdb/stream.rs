@@ -85,15 +85,31 @@ fn write_form(stream: &StreamValue, form: u8, out: &mut Vec<u8>) {
 pub(super) fn read(type_byte: u8, reader: &mut Reader<'_>) -> Result<StreamValue, BadPayload> {
     let mut stream = StreamValue::new();
     let nodes = reader.length()?;
+    let mut packed_nodes = Vec::new();
     for _ in 0..nodes {
         let key = reader.string()?;
         let master = id_of_raw(&key)?;
         let packed = reader.string()?;
-        let (node, entries) = parse_node(master, &packed)?;
-        stream.push_node(node, entries).ok_or(BadPayload)?;
+        if type_byte == STREAM_LISTPACKS {
+            // Read once the last ID is known (below).
+            packed_nodes.push((master, packed));
+        } else {
+            let (node, entries) = parse_node(master, &packed, None)?.ok_or(BadPayload)?;
+            stream.push_node(node, entries).ok_or(BadPayload)?;
+        }
     }
     let length = reader.length()?;
     stream.last_id = read_id(reader)?;
+    // Before 7.0, XSETID checked the new last ID against the last live
+    // entry only, so a stream of that form may hold deleted entries above
+    // its last ID. Redis loads it; here those deleted entries are dropped
+    // (they hold nothing a command shows), so that every node ends at or
+    // below the last ID, as later appends assume.
+    for (master, packed) in packed_nodes {
+        if let Some((node, entries)) = parse_node(master, &packed, Some(stream.last_id))? {
+            stream.push_node(node, entries).ok_or(BadPayload)?;
+        }
+    }
     if type_byte == STREAM_LISTPACKS {
         // Before 7.0: no counters; Redis starts them from the length.
         stream.entries_added = length;
@@ -230,11 +246,14 @@ fn node_listpack(stream: &StreamValue, node: &Node) -> Vec<u8> {
 }
 
 /// Parses one node's listpack (`master` is its key's ID): the node and its
-/// live entries.
+/// live entries. With `drop_deleted_above`, deleted entries above that ID
+/// are left out (a node of nothing else is `None`); a live entry there is
+/// refused.
 fn parse_node(
     master: StreamId,
     packed: &[u8],
-) -> Result<(Node, Vec<(StreamId, Fields)>), BadPayload> {
+    drop_deleted_above: Option<StreamId>,
+) -> Result<Option<(Node, Vec<(StreamId, Fields)>)>, BadPayload> {
     // Elements are read as they come: a deleted entry's values are skipped
     // without a copy, and nothing is held per element but what is kept.
     let mut items = super::ListpackElements::new(packed)?;
@@ -266,7 +285,9 @@ fn parse_node(
         return Err(BadPayload);
     }
     let mut entries = Vec::new();
-    let (mut live, mut dead, mut last) = (0i64, 0i64, master);
+    let (mut live, mut dead, mut dropped) = (0i64, 0i64, 0i64);
+    // The last entry read (IDs ascend) and the last one kept.
+    let (mut previous, mut last) = (master, master);
     let mut items = items.peekable();
     while items.peek().is_some() {
         let mut items_ref = PeekedElements(&mut items);
@@ -301,8 +322,16 @@ fn parse_node(
             }
         }
         let expected = if same { pairs + 3 } else { pairs * 2 + 4 };
-        if items_ref.integer()? != expected as i64 || id < last {
+        if items_ref.integer()? != expected as i64 || id < previous {
             return Err(BadPayload);
+        }
+        previous = id;
+        if drop_deleted_above.is_some_and(|limit| id > limit) {
+            if keep {
+                return Err(BadPayload);
+            }
+            dropped += 1;
+            continue;
         }
         last = id;
         if keep {
@@ -312,8 +341,11 @@ fn parse_node(
             dead += 1;
         }
     }
-    if live != count || dead != deleted || live + dead == 0 {
+    if live != count || dead + dropped != deleted || live + dead + dropped == 0 {
         return Err(BadPayload);
+    }
+    if live + dead == 0 {
+        return Ok(None);
     }
     let node = Node {
         first: master,
@@ -323,7 +355,7 @@ fn parse_node(
         bytes: packed.len() as u64,
         master_fields,
     };
-    Ok((node, entries))
+    Ok(Some((node, entries)))
 }
 
 /// The entries part of a node's listpack, read through a peekable walk.
@@ -748,6 +780,55 @@ mod tests {
         assert_eq!(g.pending, stream.groups[&Bytes::from_static(b"g")].pending);
         let carol_then = &oldest.groups[&Bytes::from_static(b"h")].consumers[&carol];
         assert_eq!(carol_then.active_time_ms, Some(carol_then.seen_time_ms));
+    }
+
+    /// Redis before 7.0 could leave deleted entries above a stream's last
+    /// ID (XDEL of the last entry, then XSETID below it). That form loads:
+    /// the deleted entries are dropped, and the next entry appends after
+    /// the last ID.
+    #[test]
+    fn an_old_stream_with_deleted_entries_above_its_last_id_loads() {
+        let pair = |value: &'static [u8]| -> Fields {
+            vec![Bytes::from_static(b"f"), Bytes::from_static(value)].into_boxed_slice()
+        };
+        let mut stream = StreamValue::new();
+        for (seq, value) in [(1, b"a"), (2, b"b"), (3, b"c")] {
+            stream.append(StreamId::new(5, seq), pair(value));
+        }
+        assert!(stream.delete(StreamId::new(5, 3)));
+        stream.last_id = StreamId::new(5, 2);
+        let sealed = |stream: &StreamValue, form: u8| {
+            let mut payload = Vec::new();
+            write_form(stream, form, &mut payload);
+            payload.extend_from_slice(&9u16.to_le_bytes());
+            let checksum = crc64(0, &payload);
+            payload.extend_from_slice(&checksum.to_le_bytes());
+            payload
+        };
+        let mut loaded = stream_of(&sealed(&stream, STREAM_LISTPACKS));
+        assert_eq!(loaded.last_id, StreamId::new(5, 2));
+        let node = loaded.nodes().next().unwrap();
+        assert_eq!(
+            (node.last, node.total, node.live),
+            (StreamId::new(5, 2), 2, 2)
+        );
+        loaded.append(StreamId::new(5, 3), pair(b"new"));
+        assert_eq!(
+            entries(&loaded),
+            vec![
+                ("5-1".to_string(), vec!["f".to_string(), "a".to_string()]),
+                ("5-2".to_string(), vec!["f".to_string(), "b".to_string()]),
+                ("5-3".to_string(), vec!["f".to_string(), "new".to_string()]),
+            ]
+        );
+        // The 7.x forms record the deleted maximum: there it stays refused.
+        assert!(super::super::restore(&sealed(&stream, STREAM_LISTPACKS_2)).is_err());
+        // A live entry above the last ID is refused in every form.
+        let mut live_above = StreamValue::new();
+        live_above.append(StreamId::new(5, 1), pair(b"a"));
+        live_above.append(StreamId::new(5, 2), pair(b"b"));
+        live_above.last_id = StreamId::new(5, 1);
+        assert!(super::super::restore(&sealed(&live_above, STREAM_LISTPACKS)).is_err());
     }
 
     /// Every single-byte change of a stream payload (checksum fixed up) is
