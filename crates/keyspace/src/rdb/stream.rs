@@ -245,6 +245,9 @@ fn node_listpack(stream: &StreamValue, node: &Node) -> Vec<u8> {
     packed.finish()
 }
 
+/// A node read from its listpack, with its live entries.
+type ParsedNode = (Node, Vec<(StreamId, Fields)>);
+
 /// Parses one node's listpack (`master` is its key's ID): the node and its
 /// live entries. With `drop_deleted_above`, deleted entries above that ID
 /// are left out (a node of nothing else is `None`); a live entry there is
@@ -253,7 +256,7 @@ fn parse_node(
     master: StreamId,
     packed: &[u8],
     drop_deleted_above: Option<StreamId>,
-) -> Result<Option<(Node, Vec<(StreamId, Fields)>)>, BadPayload> {
+) -> Result<Option<ParsedNode>, BadPayload> {
     // Elements are read as they come: a deleted entry's values are skipped
     // without a copy, and nothing is held per element but what is kept.
     let mut items = super::ListpackElements::new(packed)?;
