@@ -761,11 +761,6 @@ mod tests {
             Err(BadPayload)
         );
     }
-}
-
-#[cfg(test)]
-mod listpack_tests {
-    use super::*;
 
     /// A listpack of the string "a" and the integer 5, with `count` and
     /// the string's back length as given.
@@ -792,6 +787,7 @@ mod listpack_tests {
         let total = long.len() as u32;
         long[..4].copy_from_slice(&total.to_le_bytes());
         assert_eq!(listpack(&long), Ok(vec![vec![b'x'; 200]]));
+        // The back length's first byte (at 6 + 2 + 200) made wrong.
         long[208] = 2;
         assert_eq!(listpack(&long), Err(BadPayload));
     }

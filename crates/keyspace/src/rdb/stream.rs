@@ -355,6 +355,8 @@ fn parse_node(
         last,
         total: u32::try_from(live + dead).map_err(|_| BadPayload)?,
         live: live as u32,
+        // Dropped entries still count here: the node may take fewer
+        // appends before `stream-node-max-bytes`, never more.
         bytes: packed.len() as u64,
         master_fields,
     };
