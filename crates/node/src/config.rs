@@ -89,7 +89,7 @@ const PARAMETERS: &[Parameter] = &[
     fixed("raft-keep-entries", int(0, LONG_MAX), "5000"),
     fixed("raft-log-memory", Kind::Memory { min: 0 }, "67108864"),
     fixed("raft-election-timeout", int(10, INT_MAX), "300"),
-    fixed("raft-heartbeat", int(1, INT_MAX), "50"),
+    fixed("raft-heartbeat", int(0, INT_MAX), "0"),
     fixed("zone", Kind::Text, ""),
     fixed("daemonize", Kind::Bool, "no"),
     fixed("io-threads", int(1, 128), "1"),
@@ -464,8 +464,15 @@ impl Config {
         self.integer("raft-election-timeout") as u64
     }
 
+    /// Heartbeat interval in milliseconds; 0 (the default) takes a third of
+    /// the election timeout. Each group's Raft core also ticks about five
+    /// times per heartbeat interval, on every replica, so on a node hosting
+    /// many groups this interval sets most of what an idle node costs.
     pub fn raft_heartbeat(&self) -> u64 {
-        self.integer("raft-heartbeat") as u64
+        match self.integer("raft-heartbeat") as u64 {
+            0 => (self.raft_election_timeout() / 3).max(1),
+            explicit => explicit,
+        }
     }
 
     pub fn maxclients(&self) -> usize {
@@ -527,6 +534,20 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_heartbeat_defaults_to_a_third_of_the_election_timeout() {
+        let mut config = Config::default();
+        assert_eq!(config.get("raft-heartbeat"), Some("0"));
+        assert_eq!(config.raft_heartbeat(), 100);
+        config.set_startup("raft-election-timeout", "150").unwrap();
+        assert_eq!(config.raft_heartbeat(), 50);
+        config.set_startup("raft-heartbeat", "20").unwrap();
+        assert_eq!(config.raft_heartbeat(), 20);
+        config.set_startup("raft-election-timeout", "10").unwrap();
+        config.set_startup("raft-heartbeat", "0").unwrap();
+        assert_eq!(config.raft_heartbeat(), 3);
+    }
 
     #[test]
     fn get_set_with_redis_texts() {

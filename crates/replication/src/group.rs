@@ -185,9 +185,10 @@ impl ShardGroup {
             opened_at: tokio::time::Instant::now(),
         };
         // A watch period per replica (from its seed), so that the followers
-        // of a dead leader rarely stand at the same moment.
-        let half_beat = (options.heartbeat_ms / 2).max(1);
-        let period = Duration::from_millis(half_beat + options.seed % (half_beat * 2));
+        // of a dead leader rarely stand at the same moment: between a twelfth
+        // and a quarter of the election timeout (25-75 ms by default).
+        let step = (options.election_timeout_min_ms / 12).max(1);
+        let period = Duration::from_millis(step + options.seed % (step * 2));
         let lease = Duration::from_millis(options.election_timeout_max_ms);
         let longest = Duration::from_millis(options.election_timeout_min_ms);
         tokio::spawn(stand_when_the_leader_is_silent(
