@@ -74,13 +74,26 @@ impl Handles {
             .cloned()
     }
 
-    /// The replica among `ids` that is leader and knows it, if any.
+    /// The replica among `ids` that is leader and knows it, of the newest
+    /// term any of them knows; `None` while none is (an election under way).
+    /// A leader cut off from the others keeps believing it leads: asked
+    /// first, it answered for a membership it no longer had (seed 105
+    /// promoted nobody, as the stale leader still counted the demoted
+    /// replica a voter).
     pub fn leader_among(&self, ids: &[NodeId]) -> Option<NodeId> {
-        ids.iter().copied().find(|id| {
-            self.get(*id).is_some_and(|group| {
-                let metrics = group.metrics();
-                metrics.state == ServerState::Leader && metrics.current_leader == Some(*id)
-            })
+        let metrics: Vec<(NodeId, openraft::RaftMetrics<replication::TypeConfig>)> = ids
+            .iter()
+            .filter_map(|id| Some((*id, self.get(*id)?.metrics())))
+            .collect();
+        let newest = metrics
+            .iter()
+            .map(|(_, metrics)| metrics.current_term)
+            .max()?;
+        metrics.into_iter().find_map(|(id, metrics)| {
+            (metrics.state == ServerState::Leader
+                && metrics.current_leader == Some(id)
+                && metrics.current_term == newest)
+                .then_some(id)
         })
     }
 
