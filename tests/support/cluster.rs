@@ -77,7 +77,7 @@ impl Cluster {
                     .iter()
                     .map(|option| option.replace("{index}", &index.to_string())),
             )
-            .env("SLOTRAFT_LOG", "info")
+            .env("SLOTRAFT_LOG", "info,openraft::core::raft_core=warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

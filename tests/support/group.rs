@@ -122,7 +122,7 @@ impl Group {
             .arg("--dir")
             .arg(&member.dir.0)
             .args(&self.options)
-            .env("SLOTRAFT_LOG", "info")
+            .env("SLOTRAFT_LOG", "info,openraft::core::raft_core=warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

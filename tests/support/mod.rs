@@ -76,7 +76,7 @@ impl Server {
             .args(["node", "--port", "0", "--bind", "127.0.0.1", "--dir"])
             .arg(&dir.0)
             .args(options)
-            .env("SLOTRAFT_LOG", "info")
+            .env("SLOTRAFT_LOG", "info,openraft::core::raft_core=warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -18,7 +18,7 @@ impl Router {
             .args(["router", "--port", "0", "--bind", "127.0.0.1", "--seeds"])
             .arg(seeds.join(","))
             .args(options)
-            .env("SLOTRAFT_LOG", "info")
+            .env("SLOTRAFT_LOG", "info,openraft::core::raft_core=warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -173,11 +173,18 @@ enum ClusterCommand {
     },
 }
 
+/// What is logged unless `SLOTRAFT_LOG` says otherwise: `info`, except
+/// openraft's core loop, which logs every command it is given at `info`,
+/// the node's heartbeat triggers (every led group, ten times a second)
+/// among them. Elections and leadership changes are still logged by
+/// openraft's engine.
+const DEFAULT_LOG: &str = "info,openraft::core::raft_core=warn";
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SLOTRAFT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -214,6 +214,7 @@ pub async fn start_with(
     shutdown: tokio::sync::watch::Receiver<bool>,
     seed: u64,
 ) -> anyhow::Result<Arc<Replica>> {
+    registry.drive_heartbeats(Duration::from_millis(config.raft_heartbeat()));
     let node_id = config.node_id();
     let members = parse_members(config.group_members())?;
     if !members.contains_key(&node_id) {
@@ -307,6 +308,7 @@ pub async fn open(
     options.election_timeout_min_ms = config.raft_election_timeout();
     options.election_timeout_max_ms = config.raft_election_timeout() * 2;
     options.heartbeat_ms = config.raft_heartbeat();
+    options.node_heartbeats = true;
     options.seed = seed;
     options.log_writer = log.writer;
     options.log_fs = log.fs;

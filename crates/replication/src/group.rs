@@ -40,6 +40,11 @@ pub struct GroupOptions {
     /// Where the log's writer runs: its own thread, or a task (simulations).
     pub log_writer: WriterMode,
     pub heartbeat_ms: u64,
+    /// The node's heartbeat drives this group's: openraft's own heartbeat
+    /// timer is off, and [`Registry::drive_heartbeats`] sends every led
+    /// group's heartbeats at once, which then travel as one message per
+    /// peer. Off by default (each group on its own timer).
+    pub node_heartbeats: bool,
     pub election_timeout_min_ms: u64,
     pub election_timeout_max_ms: u64,
     /// Build a snapshot (and compact the log) after this many applied entries.
@@ -66,6 +71,7 @@ impl GroupOptions {
             fsync: true,
             log_writer: WriterMode::Thread,
             heartbeat_ms: 50,
+            node_heartbeats: false,
             election_timeout_min_ms: 300,
             election_timeout_max_ms: 600,
             snapshot_every: 50_000,
@@ -128,6 +134,8 @@ pub struct ShardGroup {
     /// included), in milliseconds since `opened_at`.
     last_append_ms: Arc<AtomicU64>,
     opened_at: tokio::time::Instant,
+    /// Heartbeats come from the node's beat (`GroupOptions::node_heartbeats`).
+    node_heartbeats: bool,
 }
 
 impl ShardGroup {
@@ -170,6 +178,9 @@ impl ShardGroup {
             .instrument(span)
             .await
             .map_err(|error| io::Error::other(error.to_string()))?;
+        if options.node_heartbeats {
+            raft.runtime_config().heartbeat(false);
+        }
         let group = ShardGroup {
             id: options.group,
             node_id: options.node_id,
@@ -183,6 +194,7 @@ impl ShardGroup {
             closed,
             last_append_ms: Arc::default(),
             opened_at: tokio::time::Instant::now(),
+            node_heartbeats: options.node_heartbeats,
         };
         // A watch period per replica (from its seed), so that the followers
         // of a dead leader rarely stand at the same moment: between a twelfth
@@ -317,6 +329,43 @@ impl Registry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .get(&id)
             .cloned()
+    }
+
+    /// Every `period`, while the registry lives, makes each group it holds
+    /// that leads and takes its heartbeats from the node send them: all at
+    /// the same moment, so that the rpc client sends those towards one peer
+    /// as one message (`RpcClient::heartbeat`). One timer for the node
+    /// instead of one per group.
+    pub fn drive_heartbeats(self: &Arc<Self>, period: Duration) {
+        let registry = Arc::downgrade(self);
+        tokio::spawn(async move {
+            use openraft::async_runtime::WatchReceiver;
+            let mut beat = tokio::time::interval(period);
+            beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                beat.tick().await;
+                let Some(registry) = registry.upgrade() else {
+                    return;
+                };
+                let leading: Vec<Raft> = registry
+                    .groups
+                    .read()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .values()
+                    .filter(|group| {
+                        group.node_heartbeats
+                            && group.raft.metrics().borrow_watched().state
+                                == openraft::ServerState::Leader
+                    })
+                    .map(|group| group.raft.clone())
+                    .collect();
+                drop(registry);
+                for raft in leading {
+                    // Fails only for a group that stopped meanwhile.
+                    let _ = raft.trigger().heartbeat().await;
+                }
+            }
+        });
     }
 
     fn group(&self, id: GroupId) -> Result<ShardGroup, String> {

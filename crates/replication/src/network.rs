@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use openraft::base::{BoxFuture, BoxStream};
 use openraft::error::RPCError;
 use openraft::error::{NetworkError, ReplicationClosed, StreamingError, Unreachable};
@@ -162,6 +162,11 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
     /// stream, so a peer that refuses connections is retried at that pace
     /// rather than as fast as a connection can be refused.
     ///
+    /// A session of one request without entries, ended as soon as that
+    /// request is out, is openraft's heartbeat: it goes with the heartbeats
+    /// of the other groups towards the same peer, as one call
+    /// (`RpcClient::heartbeat`), not as a stream of its own.
+    ///
     /// A peer that answered a session `Unimplemented` (a version without
     /// them) gets one unary append at a time instead, until the rpc client
     /// tries it with a session again.
@@ -184,14 +189,34 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
             group: self.group,
             deadline: option.soft_ttl().max(self.append_deadline),
         };
-        let input = fold_commit_updates(input, COMMIT_UPDATE_HOLD);
         let replies =
             futures_util::stream::unfold(SessionState::Start(opening, input), |state| async move {
                 let (mut replies, sent, deadline, mut owed) = match state {
-                    SessionState::Start(opening, input) => match opening.open(input).await? {
-                        Ok((replies, sent, deadline)) => (replies, sent, deadline, VecDeque::new()),
-                        Err(error) => return Some((Err(error), SessionState::Done)),
-                    },
+                    SessionState::Start(opening, mut input) => {
+                        let first = input.next().await?;
+                        // A request taken to see whether the session ends.
+                        let mut second = None;
+                        if first.entries.is_empty() {
+                            match input.next().now_or_never() {
+                                Some(None) => {
+                                    let result = opening.heartbeat(first).await;
+                                    return Some((result, SessionState::Done));
+                                }
+                                Some(Some(request)) => second = Some(request),
+                                None => {}
+                            }
+                        }
+                        let input =
+                            futures_util::stream::iter(std::iter::once(first).chain(second))
+                                .chain(input);
+                        let input = fold_commit_updates(input, COMMIT_UPDATE_HOLD);
+                        match opening.open(input).await? {
+                            Ok((replies, sent, deadline)) => {
+                                (replies, sent, deadline, VecDeque::new())
+                            }
+                            Err(error) => return Some((Err(error), SessionState::Done)),
+                        }
+                    }
                     SessionState::Open(replies, sent, deadline, owed) => {
                         (replies, sent, deadline, owed)
                     }
@@ -433,6 +458,25 @@ where
 }
 
 impl Opening {
+    /// Sends a heartbeat with the others towards the same peer and answers
+    /// it as a session would.
+    async fn heartbeat(
+        self,
+        request: AppendEntriesRequest<TypeConfig>,
+    ) -> Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>> {
+        // No entries: the request's log ends where it starts.
+        let prev = request.prev_log_id;
+        let payload = Bytes::from(codec::encode(&request));
+        let reply = self
+            .client
+            .heartbeat(&self.addr, self.group, payload, self.deadline)
+            .await
+            .map_err(rpc_error)?;
+        let response: AppendEntriesResponse<TypeConfig> = decode_reply(&reply)
+            .map_err(|error| RPCError::Network(NetworkError::from_string(error)))?;
+        Ok(response.into_stream_result(prev, prev))
+    }
+
     /// Waits for openraft's first request, then opens the stream with it and
     /// the rest of `input`. `None` when `input` ends first.
     async fn open<S>(self, mut input: S) -> Option<Result<OpenSession, RPCError<TypeConfig>>>

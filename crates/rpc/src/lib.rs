@@ -6,7 +6,8 @@
 //! a partition is noticed and replaced) and a deadline on every request.
 //! Besides unary calls and snapshot streams, a stream session carries one
 //! group's messages both ways without waiting for each reply (pipelined
-//! replication).
+//! replication). Heartbeats of many groups to one peer travel together, as
+//! one call per node pair and round ([`RpcClient::heartbeat`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,7 +30,7 @@ mod pb {
 
 use pb::raft_client::RaftClient;
 use pb::raft_server::{Raft, RaftServer};
-use pb::{GroupMessage, SnapshotChunk};
+use pb::{GroupMessage, GroupReply, HeartbeatBatch, HeartbeatReplies, SnapshotChunk};
 
 /// Largest message accepted or sent (a batch of log entries, a snapshot chunk).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -42,7 +43,7 @@ pub enum RpcKind {
     TransferLeader,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RpcError {
     /// No connection could be made (nothing listening, connection refused).
     #[error("unreachable: {0}")]
@@ -62,6 +63,11 @@ pub enum RpcError {
 /// served by unary calls before a session is tried again: an upgraded peer
 /// gets them back within this time.
 pub const STREAMS_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How long the first heartbeat queued towards a peer waits for the others
+/// of its round (every group's leader heartbeats at the node's beat, through
+/// a few task hops each) before they all go as one call.
+pub const HEARTBEAT_GATHER: Duration = Duration::from_millis(1);
 
 /// Client connection settings.
 #[derive(Debug, Clone)]
@@ -158,31 +164,15 @@ impl TowerService<Uri> for Dial {
     }
 }
 
-/// Calls Raft RPCs on peers, one cached channel per peer address.
-#[derive(Clone)]
-pub struct RpcClient {
-    options: ClientOptions,
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
-    connector: Option<Connector>,
-    /// Peers that answered a stream session with `Unimplemented`, and when.
-    without_streams: Arc<Mutex<HashMap<String, tokio::time::Instant>>>,
-}
+/// Peers that answered a kind of call `Unimplemented` (an older version),
+/// and when: they are not asked again for [`STREAMS_RETRY_AFTER`].
+#[derive(Clone, Default)]
+struct Refusals(Arc<Mutex<HashMap<String, tokio::time::Instant>>>);
 
-impl RpcClient {
-    pub fn new(options: ClientOptions) -> Self {
-        RpcClient {
-            options,
-            channels: Arc::new(Mutex::new(HashMap::new())),
-            connector: None,
-            without_streams: Arc::new(Mutex::new(HashMap::new())),
-        }
-    }
-
-    /// Whether stream sessions to `addr` are worth opening: false for
-    /// [`STREAMS_RETRY_AFTER`] after the peer refused one as unknown.
-    pub fn streams_supported(&self, addr: &str) -> bool {
+impl Refusals {
+    fn allow(&self, addr: &str) -> bool {
         let mut refused = self
-            .without_streams
+            .0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match refused.get(addr) {
@@ -195,11 +185,185 @@ impl RpcClient {
         }
     }
 
-    fn note_streams_unsupported(&self, addr: &str) {
-        self.without_streams
+    fn note(&self, addr: &str) {
+        self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .insert(addr.to_string(), tokio::time::Instant::now());
+    }
+}
+
+/// A heartbeat waiting to go to its peer with the others of its round.
+struct Beat {
+    group: u64,
+    payload: Bytes,
+    deadline: Duration,
+    reply: tokio::sync::oneshot::Sender<Result<Bytes, RpcError>>,
+}
+
+/// Calls Raft RPCs on peers, one cached channel per peer address.
+#[derive(Clone)]
+pub struct RpcClient {
+    options: ClientOptions,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    connector: Option<Connector>,
+    /// Peers that answered a stream session with `Unimplemented`.
+    without_streams: Refusals,
+    /// Peers that answered a heartbeat batch with `Unimplemented`.
+    without_batches: Refusals,
+    /// Heartbeats gathering towards each peer (see [`RpcClient::heartbeat`]).
+    beats: Arc<Mutex<HashMap<String, Vec<Beat>>>>,
+}
+
+impl RpcClient {
+    pub fn new(options: ClientOptions) -> Self {
+        RpcClient {
+            options,
+            channels: Arc::new(Mutex::new(HashMap::new())),
+            connector: None,
+            without_streams: Refusals::default(),
+            without_batches: Refusals::default(),
+            beats: Arc::default(),
+        }
+    }
+
+    /// Whether stream sessions to `addr` are worth opening: false for
+    /// [`STREAMS_RETRY_AFTER`] after the peer refused one as unknown.
+    pub fn streams_supported(&self, addr: &str) -> bool {
+        self.without_streams.allow(addr)
+    }
+
+    fn note_streams_unsupported(&self, addr: &str) {
+        self.without_streams.note(addr);
+    }
+
+    /// Whether heartbeats to `addr` go in batches: false for
+    /// [`STREAMS_RETRY_AFTER`] after the peer refused one as unknown.
+    pub fn heartbeat_batches_supported(&self, addr: &str) -> bool {
+        self.without_batches.allow(addr)
+    }
+
+    /// A heartbeat (an AppendEntries without entries) of `group` to `addr`,
+    /// answered as [`RpcClient::call`] answers one. It joins the heartbeats
+    /// queued towards the same peer; the first one queued sends them all as
+    /// one `Heartbeats` call after [`HEARTBEAT_GATHER`], so the groups a
+    /// node leads cost one message per peer and round, not one stream each.
+    /// A peer that does not know the call (an older version) gets unary
+    /// calls instead, and is not asked again for a while.
+    pub async fn heartbeat(
+        &self,
+        addr: &str,
+        group: u64,
+        payload: Bytes,
+        deadline: Duration,
+    ) -> Result<Bytes, RpcError> {
+        if !self.heartbeat_batches_supported(addr) {
+            return self
+                .call(addr, RpcKind::AppendEntries, group, payload, deadline)
+                .await;
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let first = {
+            let mut beats = self
+                .beats
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let queue = beats.entry(addr.to_string()).or_default();
+            queue.push(Beat {
+                group,
+                payload,
+                deadline,
+                reply,
+            });
+            queue.len() == 1
+        };
+        if first {
+            let client = self.clone();
+            let addr = addr.to_string();
+            tokio::spawn(async move {
+                tokio::time::sleep(HEARTBEAT_GATHER).await;
+                client.send_heartbeats(&addr).await;
+            });
+        }
+        match tokio::time::timeout(deadline, answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(RpcError::Remote("heartbeat batch dropped".to_string())),
+            Err(_) => Err(RpcError::Timeout),
+        }
+    }
+
+    /// Sends the heartbeats queued towards `addr` as one call and hands each
+    /// its reply.
+    async fn send_heartbeats(&self, addr: &str) {
+        let beats = self
+            .beats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(addr)
+            .unwrap_or_default();
+        let Some(deadline) = beats.iter().map(|beat| beat.deadline).max() else {
+            return;
+        };
+        let batch = HeartbeatBatch {
+            messages: beats
+                .iter()
+                .map(|beat| GroupMessage {
+                    group_id: beat.group,
+                    payload: beat.payload.clone(),
+                })
+                .collect(),
+        };
+        let sent = match self.client(addr) {
+            Ok(mut client) => {
+                let mut request = Request::new(batch);
+                request.set_timeout(deadline);
+                within(deadline, client.heartbeats(request)).await
+            }
+            Err(error) => Err(error),
+        };
+        match sent {
+            Ok(answer) if answer.replies.len() == beats.len() => {
+                for (beat, reply) in beats.into_iter().zip(answer.replies) {
+                    let result = if reply.error.is_empty() {
+                        Ok(reply.payload)
+                    } else {
+                        Err(RpcError::Remote(reply.error))
+                    };
+                    let _ = beat.reply.send(result);
+                }
+            }
+            Ok(answer) => {
+                let error = RpcError::Remote(format!(
+                    "{} replies to a batch of {} heartbeats",
+                    answer.replies.len(),
+                    beats.len()
+                ));
+                for beat in beats {
+                    let _ = beat.reply.send(Err(error.clone()));
+                }
+            }
+            Err(RpcError::Unimplemented(_)) => {
+                self.without_batches.note(addr);
+                let calls = beats.into_iter().map(|beat| async move {
+                    let result = self
+                        .call(
+                            addr,
+                            RpcKind::AppendEntries,
+                            beat.group,
+                            beat.payload,
+                            beat.deadline,
+                        )
+                        .await;
+                    let _ = beat.reply.send(result);
+                });
+                futures_util::future::join_all(calls).await;
+            }
+            Err(error) => {
+                for beat in beats {
+                    let _ = beat.reply.send(Err(error.clone()));
+                }
+            }
+        }
     }
 
     /// A client that opens connections through `connector` (the seam a
@@ -516,6 +680,13 @@ pub trait RaftHandler: Send + Sync + 'static {
         true
     }
 
+    /// Whether this handler serves heartbeat batches; one that does not is
+    /// answered `Unimplemented`, and its callers send each heartbeat alone.
+    /// A version without stream sessions predates batches too.
+    fn serves_heartbeat_batches(&self) -> bool {
+        self.serves_streams()
+    }
+
     /// A stream session for `group`: its replies to `messages`, in order.
     /// `Err` refuses the session (an error status at the caller).
     fn stream(
@@ -603,6 +774,47 @@ impl<H: RaftHandler> Raft for Service<H> {
         request: Request<GroupMessage>,
     ) -> Result<Response<GroupMessage>, Status> {
         self.unary(RpcKind::TransferLeader, request).await
+    }
+
+    /// Each heartbeat is handled as a unary append of its group, all at
+    /// once; the replies go back together, in order.
+    async fn heartbeats(
+        &self,
+        request: Request<HeartbeatBatch>,
+    ) -> Result<Response<HeartbeatReplies>, Status> {
+        if !self.handler.serves_heartbeat_batches() {
+            return Err(Status::unimplemented("heartbeat batches are not served"));
+        }
+        let handler = &self.handler;
+        let replies = request
+            .into_inner()
+            .messages
+            .into_iter()
+            .map(|message| async move {
+                let group_id = message.group_id;
+                match handler
+                    .handle(RpcKind::AppendEntries, group_id, message.payload)
+                    .await
+                {
+                    Ok(payload) => GroupReply {
+                        group_id,
+                        payload,
+                        error: String::new(),
+                    },
+                    Err(error) => GroupReply {
+                        group_id,
+                        payload: Bytes::new(),
+                        // An empty text would read as success at the caller.
+                        error: if error.is_empty() {
+                            "failed".to_string()
+                        } else {
+                            error
+                        },
+                    },
+                }
+            });
+        let replies = futures_util::future::join_all(replies).await;
+        Ok(Response::new(HeartbeatReplies { replies }))
     }
 
     async fn install_snapshot(

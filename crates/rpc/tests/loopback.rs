@@ -19,6 +19,9 @@ impl RaftHandler for Echo {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 Ok(payload)
             }
+            // Which server task handled the call: calls that arrived together
+            // in one batch share one.
+            b"task" => Ok(Bytes::from(format!("{group}/{:?}", tokio::task::id()))),
             _ => Ok(Bytes::from(format!(
                 "{kind:?}/{group}/{}",
                 String::from_utf8_lossy(&payload)
@@ -109,8 +112,8 @@ impl RaftHandler for WithoutStreams {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_without_streams_is_remembered_as_such() {
+/// A peer of an older version, on a free loopback port.
+async fn start_without_streams() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     tokio::spawn(rpc::serve(
@@ -118,6 +121,12 @@ async fn a_peer_without_streams_is_remembered_as_such() {
         Arc::new(WithoutStreams),
         std::future::pending(),
     ));
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_streams_is_remembered_as_such() {
+    let address = start_without_streams().await;
     let client = RpcClient::new(ClientOptions::default());
     assert!(client.streams_supported(&address));
     let refused = client
@@ -143,6 +152,91 @@ async fn a_peer_without_streams_is_remembered_as_such() {
         .await
         .unwrap();
     assert_eq!(&reply[..], b"Vote/3/x");
+}
+
+/// The server task named in a `task` reply (`group/task`).
+fn task_of(reply: &Result<Bytes, RpcError>) -> String {
+    let reply = reply.as_ref().expect("a reply");
+    let text = String::from_utf8_lossy(reply);
+    text.split_once('/').expect("group/task").1.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_to_one_peer_go_as_one_call() {
+    let address = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    let beats = (1..=8u64).map(|group| {
+        let payload = if group == 5 { "fail" } else { "task" };
+        client.heartbeat(&address, group, Bytes::from(payload), DEADLINE)
+    });
+    let replies = futures_util::future::join_all(beats).await;
+    // Each got its own group's reply, in place; the refused one its error.
+    for (group, reply) in (1..=8u64).zip(&replies) {
+        if group == 5 {
+            assert!(
+                matches!(reply, Err(RpcError::Remote(text)) if text == "refused on purpose"),
+                "{reply:?}"
+            );
+        } else {
+            let text = String::from_utf8_lossy(reply.as_ref().unwrap()).into_owned();
+            assert!(text.starts_with(&format!("{group}/")), "{text}");
+        }
+    }
+    // One call: one server task handled them all.
+    let tasks: std::collections::BTreeSet<String> = replies
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| *index != 4)
+        .map(|(_, reply)| task_of(reply))
+        .collect();
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    // Unary calls made at once are handled apart: this is what tells.
+    let calls = (1..=4u64).map(|group| {
+        client.call(
+            &address,
+            RpcKind::AppendEntries,
+            group,
+            Bytes::from("task"),
+            DEADLINE,
+        )
+    });
+    let tasks: std::collections::BTreeSet<String> = futures_util::future::join_all(calls)
+        .await
+        .iter()
+        .map(task_of)
+        .collect();
+    assert_eq!(tasks.len(), 4, "{tasks:?}");
+    assert!(client.heartbeat_batches_supported(&address));
+    assert_eq!(client.channel_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_to_a_peer_without_batches_go_one_by_one() {
+    let address = start_without_streams().await;
+    let client = RpcClient::new(ClientOptions::default());
+    for round in 0..2 {
+        let beats = (1..=3u64)
+            .map(|group| client.heartbeat(&address, group, Bytes::from("beat"), DEADLINE));
+        let replies = futures_util::future::join_all(beats).await;
+        for (group, reply) in (1..=3u64).zip(replies) {
+            assert_eq!(
+                reply.unwrap(),
+                Bytes::from(format!("AppendEntries/{group}/beat")),
+                "round {round}"
+            );
+        }
+        // Refused once as unknown, then not asked again.
+        assert!(!client.heartbeat_batches_supported(&address));
+    }
+    // A peer that cannot be reached: every heartbeat of the batch fails.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let beats = (1..=2u64).map(|group| client.heartbeat(&dead, group, Bytes::from("x"), DEADLINE));
+    for reply in futures_util::future::join_all(beats).await {
+        assert!(matches!(reply, Err(RpcError::Unreachable(_))), "{reply:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
