@@ -83,10 +83,25 @@ impl GroupOptions {
         }
     }
 
+    /// The heartbeat interval openraft is given. When the node's beat
+    /// sends the heartbeats, openraft's interval only paces its tick (13/64
+    /// of it), which is then left with watching the election timer, and
+    /// bounds a heartbeat's wait for its reply: two thirds of the minimum
+    /// election timeout (the most its validation allows, with a margin),
+    /// so that an idle group ticks half as often; never less than the
+    /// heartbeat itself.
+    fn raft_heartbeat_interval(&self) -> u64 {
+        if self.node_heartbeats {
+            (self.election_timeout_min_ms * 2 / 3).max(self.heartbeat_ms)
+        } else {
+            self.heartbeat_ms
+        }
+    }
+
     fn raft_config(&self) -> io::Result<Config> {
         let config = Config {
             cluster_name: format!("group-{}", self.group),
-            heartbeat_interval: self.heartbeat_ms,
+            heartbeat_interval: self.raft_heartbeat_interval(),
             election_timeout_min: self.election_timeout_min_ms,
             election_timeout_max: self.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
@@ -631,3 +646,36 @@ async fn keep_log_bounded(group: ShardGroup, keep: u64, limit: u64) {
 
 /// Default deadline for one Raft RPC (heartbeats and appends).
 pub const RPC_DEADLINE: Duration = Duration::from_millis(1000);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(node_heartbeats: bool, heartbeat_ms: u64) -> GroupOptions {
+        let mut options = GroupOptions::new(1, 1, PathBuf::new(), Keyspace::new(1, 0));
+        options.node_heartbeats = node_heartbeats;
+        options.heartbeat_ms = heartbeat_ms;
+        options
+    }
+
+    #[test]
+    fn groups_heartbeating_with_the_node_tick_at_the_election_timeouts_pace() {
+        let interval = |node, heartbeat| {
+            options(node, heartbeat)
+                .raft_config()
+                .expect("a valid configuration")
+                .heartbeat_interval
+        };
+        // Their own heartbeat timer: openraft's interval is the heartbeat.
+        assert_eq!(interval(false, 50), 50);
+        assert_eq!(interval(false, 100), 100);
+        // The node's beat: two thirds of the minimum election timeout (300),
+        // or the heartbeat itself when that is longer.
+        assert_eq!(interval(true, 100), 200);
+        assert_eq!(interval(true, 240), 240);
+        let mut short = options(true, 50);
+        short.election_timeout_min_ms = 150;
+        short.election_timeout_max_ms = 300;
+        assert_eq!(short.raft_config().unwrap().heartbeat_interval, 100);
+    }
+}
