@@ -779,4 +779,100 @@ mod tests {
         let mut ended: IncomingMessages = Box::pin(futures_util::stream::empty());
         assert!(next_reply(&mut ended, &sent, DEADLINE).await.is_none());
     }
+
+    /// Answers appends as a follower that has every entry would, and
+    /// records which way each session or call came: `unary` (alone or in
+    /// a heartbeat batch) or `stream`.
+    #[derive(Default)]
+    struct Ways(Mutex<Vec<&'static str>>);
+
+    impl Ways {
+        fn taken(&self) -> Vec<&'static str> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    impl rpc::RaftHandler for Ways {
+        async fn handle(&self, _: RpcKind, _: u64, _: Bytes) -> Result<Bytes, String> {
+            self.0.lock().unwrap().push("unary");
+            let reply: Result<AppendEntriesResponse<TypeConfig>, String> =
+                Ok(AppendEntriesResponse::Success);
+            Ok(Bytes::from(codec::encode(&reply)))
+        }
+
+        async fn stream(
+            &self,
+            _: u64,
+            messages: IncomingMessages,
+        ) -> Result<rpc::MessageStream, String> {
+            self.0.lock().unwrap().push("stream");
+            let replies = messages.map(|_| {
+                let reply: Result<StreamAppendResult<TypeConfig>, String> = Ok(Ok(None));
+                Bytes::from(codec::encode(&reply))
+            });
+            Ok(Box::pin(replies))
+        }
+
+        async fn install_snapshot(
+            &self,
+            _: u64,
+            _: Bytes,
+            _: rpc::IncomingChunks,
+        ) -> Result<Bytes, String> {
+            Err("no snapshots here".to_string())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_of_one_request_without_entries_goes_as_a_heartbeat() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let ways = Arc::new(Ways::default());
+        tokio::spawn(rpc::serve(listener, ways.clone(), std::future::pending()));
+        let mut link = PeerLink {
+            client: RpcClient::new(rpc::ClientOptions::default()),
+            group: 1,
+            target: 2,
+            addr,
+            append_deadline: Duration::from_secs(5),
+        };
+        let option = || RPCOption::new(Duration::from_secs(5));
+        // openraft's heartbeat: one request without entries, then the end.
+        // It is answered as the session would have been: matching up to
+        // where it starts.
+        let heartbeat = request(1, 3, 3, &[]);
+        let input = Box::pin(futures_util::stream::once(async move { heartbeat }));
+        let mut replies = link.stream_append(input, option()).await.unwrap();
+        let reply = replies.next().await;
+        assert!(
+            matches!(&reply, Some(Ok(Ok(Some(id)))) if id.index == 3),
+            "{reply:?}"
+        );
+        assert!(replies.next().await.is_none());
+        drop(replies);
+        assert_eq!(ways.taken(), vec!["unary"]);
+        // One request with entries: a session.
+        let append = request(1, 3, 3, &[4]);
+        let input = Box::pin(futures_util::stream::once(async move { append }));
+        let mut replies = link.stream_append(input, option()).await.unwrap();
+        let reply = replies.next().await;
+        assert!(matches!(&reply, Some(Ok(Ok(None)))), "{reply:?}");
+        drop(replies);
+        assert_eq!(ways.taken(), vec!["stream"]);
+        // A request without entries with more to come (openraft's probe
+        // opening a replication session): a session too.
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        sender.send(request(1, 3, 3, &[])).unwrap();
+        let mut replies = link
+            .stream_append(tokio_stream_of(receiver), option())
+            .await
+            .unwrap();
+        let reply = replies.next().await;
+        assert!(matches!(&reply, Some(Ok(Ok(None)))), "{reply:?}");
+        sender.send(request(1, 3, 3, &[4])).unwrap();
+        let reply = replies.next().await;
+        assert!(matches!(&reply, Some(Ok(Ok(None)))), "{reply:?}");
+        drop(replies);
+        assert_eq!(ways.taken(), vec!["stream"]);
+    }
 }
