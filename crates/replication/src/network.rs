@@ -140,7 +140,7 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
         request: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        // openraft gives an append the heartbeat interval (50 ms), but a
+        // openraft gives an append its heartbeat interval, but a
         // follower answers only once the entries are on its disk: one slow
         // fsync on a busy machine made every append time out and be sent
         // again, and the group stopped committing for seconds. A slow peer

@@ -233,10 +233,6 @@ impl RpcClient {
         self.without_streams.allow(addr)
     }
 
-    fn note_streams_unsupported(&self, addr: &str) {
-        self.without_streams.note(addr);
-    }
-
     /// Whether heartbeats to `addr` go in batches: false for
     /// [`STREAMS_RETRY_AFTER`] after the peer refused one as unknown.
     pub fn heartbeat_batches_supported(&self, addr: &str) -> bool {
@@ -321,8 +317,16 @@ impl RpcClient {
             }
             Err(error) => Err(error),
         };
+        let sent = match sent {
+            Ok(answer) if answer.replies.len() != beats.len() => Err(RpcError::Remote(format!(
+                "{} replies to a batch of {} heartbeats",
+                answer.replies.len(),
+                beats.len()
+            ))),
+            sent => sent,
+        };
         match sent {
-            Ok(answer) if answer.replies.len() == beats.len() => {
+            Ok(answer) => {
                 for (beat, reply) in beats.into_iter().zip(answer.replies) {
                     let result = if reply.error.is_empty() {
                         Ok(reply.payload)
@@ -330,16 +334,6 @@ impl RpcClient {
                         Err(RpcError::Remote(reply.error))
                     };
                     let _ = beat.reply.send(result);
-                }
-            }
-            Ok(answer) => {
-                let error = RpcError::Remote(format!(
-                    "{} replies to a batch of {} heartbeats",
-                    answer.replies.len(),
-                    beats.len()
-                ));
-                for beat in beats {
-                    let _ = beat.reply.send(Err(error.clone()));
                 }
             }
             Err(RpcError::Unimplemented(_)) => {
@@ -494,7 +488,7 @@ impl RpcClient {
                 .await
                 .inspect_err(|error| {
                     if matches!(error, RpcError::Unimplemented(_)) {
-                        this.note_streams_unsupported(&addr);
+                        this.without_streams.note(&addr);
                     }
                 })?;
             let session: IncomingMessages = Box::pin(Session {
