@@ -201,7 +201,6 @@ impl ClusterNode {
         shutdown: watch::Receiver<bool>,
         seed: u64,
     ) -> anyhow::Result<Arc<ClusterNode>> {
-        registry.drive_heartbeats(Duration::from_millis(config.raft_heartbeat()));
         let dir = Path::new(config.dir()).join("cluster");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let identity = Identity::load_or_create(&dir, config.node_id(), seed)?;

@@ -214,7 +214,6 @@ pub async fn start_with(
     shutdown: tokio::sync::watch::Receiver<bool>,
     seed: u64,
 ) -> anyhow::Result<Arc<Replica>> {
-    registry.drive_heartbeats(Duration::from_millis(config.raft_heartbeat()));
     let node_id = config.node_id();
     let members = parse_members(config.group_members())?;
     if !members.contains_key(&node_id) {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -151,6 +151,9 @@ pub struct ShardGroup {
     opened_at: tokio::time::Instant,
     /// Heartbeats come from the node's beat (`GroupOptions::node_heartbeats`).
     node_heartbeats: bool,
+    /// `GroupOptions::heartbeat_ms`: the beat a registry holding this group
+    /// drives, when the node's beat sends its heartbeats.
+    heartbeat: Duration,
 }
 
 impl ShardGroup {
@@ -210,6 +213,7 @@ impl ShardGroup {
             last_append_ms: Arc::default(),
             opened_at: tokio::time::Instant::now(),
             node_heartbeats: options.node_heartbeats,
+            heartbeat: Duration::from_millis(options.heartbeat_ms),
         };
         // A watch period per replica (from its seed), so that the followers
         // of a dead leader rarely stand at the same moment: between a twelfth
@@ -317,6 +321,8 @@ impl ShardGroup {
 pub struct Registry {
     groups: RwLock<BTreeMap<GroupId, ShardGroup>>,
     incoming: AtomicU64,
+    /// Whether the node's beat runs (see [`Registry::drive_heartbeats`]).
+    beating: AtomicBool,
 }
 
 impl Registry {
@@ -324,7 +330,13 @@ impl Registry {
         Arc::new(Registry::default())
     }
 
-    pub fn insert(&self, group: ShardGroup) {
+    /// Hosts `group`. A group that takes its heartbeats from the node's
+    /// beat starts that beat (at its heartbeat interval) if nothing has yet,
+    /// so such a group never goes without heartbeats.
+    pub fn insert(self: &Arc<Self>, group: ShardGroup) {
+        if group.node_heartbeats {
+            self.drive_heartbeats(group.heartbeat);
+        }
         self.groups
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -350,8 +362,12 @@ impl Registry {
     /// that leads and takes its heartbeats from the node send them: all at
     /// the same moment, so that the rpc client sends those towards one peer
     /// as one message (`RpcClient::heartbeat`). One timer for the node
-    /// instead of one per group.
-    pub fn drive_heartbeats(self: &Arc<Self>, period: Duration) {
+    /// instead of one per group. Only the first call starts it (a node's
+    /// groups share one heartbeat setting); [`Registry::insert`] makes it.
+    fn drive_heartbeats(self: &Arc<Self>, period: Duration) {
+        if self.beating.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let registry = Arc::downgrade(self);
         tokio::spawn(async move {
             use openraft::async_runtime::WatchReceiver;

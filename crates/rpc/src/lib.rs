@@ -30,7 +30,7 @@ mod pb {
 
 use pb::raft_client::RaftClient;
 use pb::raft_server::{Raft, RaftServer};
-use pb::{GroupMessage, GroupReply, HeartbeatBatch, HeartbeatReplies, SnapshotChunk};
+use pb::{GroupMessage, GroupReply, HeartbeatBatch, SnapshotChunk};
 
 /// Largest message accepted or sent (a batch of log entries, a snapshot chunk).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -309,6 +309,7 @@ impl RpcClient {
                 })
                 .collect(),
         };
+        let started = tokio::time::Instant::now();
         let sent = match self.client(addr) {
             Ok(mut client) => {
                 let mut request = Request::new(batch);
@@ -317,25 +318,8 @@ impl RpcClient {
             }
             Err(error) => Err(error),
         };
-        let sent = match sent {
-            Ok(answer) if answer.replies.len() != beats.len() => Err(RpcError::Remote(format!(
-                "{} replies to a batch of {} heartbeats",
-                answer.replies.len(),
-                beats.len()
-            ))),
-            sent => sent,
-        };
-        match sent {
-            Ok(answer) => {
-                for (beat, reply) in beats.into_iter().zip(answer.replies) {
-                    let result = if reply.error.is_empty() {
-                        Ok(reply.payload)
-                    } else {
-                        Err(RpcError::Remote(reply.error))
-                    };
-                    let _ = beat.reply.send(result);
-                }
-            }
+        let mut replies = match sent {
+            Ok(replies) => replies,
             Err(RpcError::Unimplemented(_)) => {
                 self.without_batches.note(addr);
                 let calls = beats.into_iter().map(|beat| async move {
@@ -351,11 +335,63 @@ impl RpcClient {
                     let _ = beat.reply.send(result);
                 });
                 futures_util::future::join_all(calls).await;
+                return;
             }
             Err(error) => {
                 for beat in beats {
                     let _ = beat.reply.send(Err(error.clone()));
                 }
+                return;
+            }
+        };
+        // Each reply goes to its heartbeat as it arrives; whatever is left
+        // unanswered when the replies end (or the deadline passes) fails
+        // like a failed call.
+        let mut waiting: Vec<Option<Beat>> = beats.into_iter().map(Some).collect();
+        let mut unanswered = waiting.len();
+        let mut failure = None;
+        while unanswered > 0 {
+            let next = tokio::time::timeout_at(started + deadline, replies.message()).await;
+            let reply = match next {
+                Ok(Ok(Some(reply))) => reply,
+                Ok(Ok(None)) => {
+                    failure = Some(RpcError::Remote(
+                        "no reply to a heartbeat of its batch".to_string(),
+                    ));
+                    break;
+                }
+                Ok(Err(status)) => {
+                    failure = Some(status_error(status));
+                    break;
+                }
+                Err(_) => {
+                    failure = Some(RpcError::Timeout);
+                    break;
+                }
+            };
+            let slot = waiting.get_mut(reply.position as usize);
+            let Some(beat) =
+                slot.and_then(|slot| slot.take_if(|beat| beat.group == reply.group_id))
+            else {
+                failure = Some(RpcError::Remote(format!(
+                    "a heartbeat reply for group {} at position {} of a batch of {}",
+                    reply.group_id,
+                    reply.position,
+                    waiting.len()
+                )));
+                break;
+            };
+            unanswered -= 1;
+            let result = if reply.error.is_empty() {
+                Ok(reply.payload)
+            } else {
+                Err(RpcError::Remote(reply.error))
+            };
+            let _ = beat.reply.send(result);
+        }
+        if let Some(failure) = failure {
+            for beat in waiting.into_iter().flatten() {
+                let _ = beat.reply.send(Err(failure.clone()));
             }
         }
     }
@@ -720,9 +756,13 @@ impl<H: RaftHandler> Service<H> {
 /// The replies of a stream session, as tonic sends them.
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<GroupMessage, Status>> + Send>>;
 
+/// The replies of a heartbeat batch, each as its group answers.
+type HeartbeatReplyStream = Pin<Box<dyn Stream<Item = Result<GroupReply, Status>> + Send>>;
+
 #[tonic::async_trait]
 impl<H: RaftHandler> Raft for Service<H> {
     type AppendStreamStream = ReplyStream;
+    type HeartbeatsStream = HeartbeatReplyStream;
 
     async fn append_stream(
         &self,
@@ -771,44 +811,54 @@ impl<H: RaftHandler> Raft for Service<H> {
     }
 
     /// Each heartbeat is handled as a unary append of its group, all at
-    /// once; the replies go back together, in order.
+    /// once; each reply goes back as soon as its group has answered, with
+    /// its position in the batch, so one slow group (its log in a long
+    /// fsync, say) holds back no other group's reply.
     async fn heartbeats(
         &self,
         request: Request<HeartbeatBatch>,
-    ) -> Result<Response<HeartbeatReplies>, Status> {
+    ) -> Result<Response<HeartbeatReplyStream>, Status> {
         if !self.handler.serves_heartbeat_batches() {
             return Err(Status::unimplemented("heartbeat batches are not served"));
         }
-        let handler = &self.handler;
-        let replies = request
+        let replies: futures_util::stream::FuturesUnordered<_> = request
             .into_inner()
             .messages
             .into_iter()
-            .map(|message| async move {
-                let group_id = message.group_id;
-                match handler
-                    .handle(RpcKind::AppendEntries, group_id, message.payload)
-                    .await
-                {
-                    Ok(payload) => GroupReply {
-                        group_id,
-                        payload,
-                        error: String::new(),
-                    },
-                    Err(error) => GroupReply {
-                        group_id,
-                        payload: Bytes::new(),
-                        // An empty text would read as success at the caller.
-                        error: if error.is_empty() {
-                            "failed".to_string()
-                        } else {
-                            error
+            .enumerate()
+            .map(|(position, message)| {
+                let handler = Arc::clone(&self.handler);
+                async move {
+                    let group_id = message.group_id;
+                    let position = position as u32;
+                    let reply = match handler
+                        .handle(RpcKind::AppendEntries, group_id, message.payload)
+                        .await
+                    {
+                        Ok(payload) => GroupReply {
+                            group_id,
+                            payload,
+                            error: String::new(),
+                            position,
                         },
-                    },
+                        Err(error) => GroupReply {
+                            group_id,
+                            payload: Bytes::new(),
+                            // An empty text would read as success at the caller.
+                            error: if error.is_empty() {
+                                "failed".to_string()
+                            } else {
+                                error
+                            },
+                            position,
+                        },
+                    };
+                    Ok(reply)
                 }
-            });
-        let replies = futures_util::future::join_all(replies).await;
-        Ok(Response::new(HeartbeatReplies { replies }))
+            })
+            .collect();
+        let replies: HeartbeatReplyStream = Box::pin(replies);
+        Ok(Response::new(replies))
     }
 
     async fn install_snapshot(

@@ -11,12 +11,20 @@ use std::time::Duration;
 
 struct Echo;
 
+/// Opened by a test to release the calls waiting on it (payload `gated`).
+static GATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+
 impl RaftHandler for Echo {
     async fn handle(&self, kind: RpcKind, group: u64, payload: Bytes) -> Result<Bytes, String> {
         match &payload[..] {
             b"fail" => Err("refused on purpose".to_string()),
             b"slow" => {
                 tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok(payload)
+            }
+            // Held until the test opens the gate.
+            b"gated" => {
+                let _permit = GATE.acquire().await.expect("the gate stays open");
                 Ok(payload)
             }
             // Which server task handled the call: calls that arrived together
@@ -208,6 +216,34 @@ async fn heartbeats_to_one_peer_go_as_one_call() {
     assert_eq!(tasks.len(), 4, "{tasks:?}");
     assert!(client.heartbeat_batches_supported(&address));
     assert_eq!(client.channel_count(), 1);
+}
+
+/// A group slow to answer its heartbeat (its log in a long fsync, say)
+/// holds back no other group's reply in the same batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_group_holds_back_no_other_heartbeat_of_its_batch() {
+    let address = start().await;
+    let client = RpcClient::new(ClientOptions::default());
+    // Polled first, in the same pass as the others: one batch for all four.
+    let mut gated = Box::pin(client.heartbeat(&address, 1, Bytes::from("gated"), DEADLINE));
+    let others = futures_util::future::join_all(
+        (2..=4u64).map(|group| client.heartbeat(&address, group, Bytes::from("task"), DEADLINE)),
+    );
+    // While group 1 is still held, the others are answered; had they waited
+    // for the whole batch, they would run out their deadline here.
+    let replies = tokio::select! {
+        biased;
+        reply = &mut gated => panic!("answered before the gate opened: {reply:?}"),
+        replies = others => replies,
+    };
+    for (group, reply) in (2..=4u64).zip(&replies) {
+        let text = String::from_utf8_lossy(reply.as_ref().unwrap()).into_owned();
+        assert!(text.starts_with(&format!("{group}/")), "{text}");
+    }
+    let tasks: std::collections::BTreeSet<String> = replies.iter().map(task_of).collect();
+    assert_eq!(tasks.len(), 1, "one call: {tasks:?}");
+    GATE.add_permits(1);
+    assert_eq!(gated.await.unwrap(), Bytes::from("gated"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -152,6 +152,9 @@ pub struct Storage {
     /// a version before them: their leaders replicate to them by unary
     /// appends (a rolling upgrade).
     pub without_streams: u64,
+    /// The replicas take their heartbeats from their registry's beat, as a
+    /// node's groups do, instead of each group's own timer.
+    pub node_heartbeats: bool,
 }
 
 impl Default for Storage {
@@ -162,6 +165,7 @@ impl Default for Storage {
             keep_behind_snapshot: defaults.keep_behind_snapshot,
             log_memory_limit: defaults.log_memory_limit,
             without_streams: 0,
+            node_heartbeats: false,
         }
     }
 }
@@ -212,6 +216,7 @@ async fn run_replica(
     options.snapshot_every = storage.snapshot_every;
     options.keep_behind_snapshot = storage.keep_behind_snapshot;
     options.log_memory_limit = storage.log_memory_limit;
+    options.node_heartbeats = storage.node_heartbeats;
     if let Some(disk) = disk {
         options.log_fs = Arc::new(disk);
     }

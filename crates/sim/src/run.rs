@@ -113,6 +113,9 @@ impl Config {
                 // Every other seed bounds it far tighter (see `run`).
                 log_memory_limit: 64 << 20,
                 without_streams: 0,
+                // Each group on its own timer, as the sweep's seeds were
+                // recorded with (the node-level hosts run the node's beat).
+                node_heartbeats: false,
             },
             clock_offset_ms: 500,
             clock_drift_ppm: 500,

@@ -144,7 +144,31 @@ async fn scenario(handles: &Handles, trace: &Trace) -> Result<(), String> {
     )?;
     let converged = converge(handles, &all, limit).await?;
     note_untimed(trace, format!("final: {converged}"));
+
+    // Idle and healed, the leader keeps its place: its heartbeats reach the
+    // followers, so none stands for election.
+    let before = leader_and_term(handles, &all)?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = leader_and_term(handles, &all)?;
+    if before != after {
+        return Err(format!(
+            "an idle group changed leader: (node, term) {before:?} -> {after:?}"
+        ));
+    }
+    note_untimed(
+        trace,
+        format!("idle: node{} kept term {}", after.0, after.1),
+    );
     Ok(())
+}
+
+/// The leader among `ids` and its term.
+fn leader_and_term(handles: &Handles, ids: &[u64]) -> Result<(u64, u64), String> {
+    use openraft::async_runtime::WatchReceiver;
+    let id = handles.leader_among(ids).ok_or("no leader")?;
+    let group = handles.get(id).ok_or("leader handle missing")?;
+    let term = group.raft.metrics().borrow_watched().current_term;
+    Ok((id, term))
 }
 
 /// Waits until every replica has applied the same index with the same digest.
@@ -171,7 +195,7 @@ fn a_partitioned_leader_is_replaced_and_the_group_converges() {
     let trace = run(seed_from_env(20261123), "once");
     println!("{}", trace.join("\n"));
     assert!(
-        trace.iter().any(|line| line.contains("final: applied")),
+        trace.iter().any(|line| line.contains("idle: node")),
         "scenario ended early:\n{}",
         trace.join("\n")
     );
@@ -186,6 +210,23 @@ fn the_same_seed_replays_the_same_run() {
         first,
         second,
         "seed {seed} gave two different runs; reproduce: SIM_SEED={seed} cargo nextest run -p sim --test smoke"
+    );
+}
+
+/// Groups heartbeating with their node's beat, as a node opens them. The
+/// registry starts that beat itself when such a group joins it: no one
+/// asks it to here, and the group still keeps its leader while idle.
+#[test]
+fn a_group_on_its_nodes_beat_keeps_its_leader() {
+    let storage = Storage {
+        node_heartbeats: true,
+        ..Storage::default()
+    };
+    let trace = run_with(seed_from_env(20261123), "node-beat", storage);
+    assert!(
+        trace.iter().any(|line| line.contains("idle: node")),
+        "scenario ended early:\n{}",
+        trace.join("\n")
     );
 }
 
