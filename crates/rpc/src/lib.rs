@@ -242,7 +242,7 @@ impl RpcClient {
     /// A heartbeat (an AppendEntries without entries) of `group` to `addr`,
     /// answered as [`RpcClient::call`] answers one. It joins the heartbeats
     /// queued towards the same peer; the first one queued sends them all as
-    /// one `Heartbeats` call after [`HEARTBEAT_GATHER`], so the groups a
+    /// one `HeartbeatStream` call after [`HEARTBEAT_GATHER`], so the groups a
     /// node leads cost one message per peer and round, not one stream each.
     /// A peer that does not know the call (an older version) gets unary
     /// calls instead, and is not asked again for a while.
@@ -314,7 +314,7 @@ impl RpcClient {
             Ok(mut client) => {
                 let mut request = Request::new(batch);
                 request.set_timeout(deadline);
-                within(deadline, client.heartbeats(request)).await
+                within(deadline, client.heartbeat_stream(request)).await
             }
             Err(error) => Err(error),
         };
@@ -762,7 +762,7 @@ type HeartbeatReplyStream = Pin<Box<dyn Stream<Item = Result<GroupReply, Status>
 #[tonic::async_trait]
 impl<H: RaftHandler> Raft for Service<H> {
     type AppendStreamStream = ReplyStream;
-    type HeartbeatsStream = HeartbeatReplyStream;
+    type HeartbeatStreamStream = HeartbeatReplyStream;
 
     async fn append_stream(
         &self,
@@ -814,7 +814,7 @@ impl<H: RaftHandler> Raft for Service<H> {
     /// once; each reply goes back as soon as its group has answered, with
     /// its position in the batch, so one slow group (its log in a long
     /// fsync, say) holds back no other group's reply.
-    async fn heartbeats(
+    async fn heartbeat_stream(
         &self,
         request: Request<HeartbeatBatch>,
     ) -> Result<Response<HeartbeatReplyStream>, Status> {
