@@ -346,53 +346,39 @@ impl RpcClient {
         };
         // Each reply goes to its heartbeat as it arrives; whatever is left
         // unanswered when the replies end (or the deadline passes) fails
-        // like a failed call.
+        // like a failed call. The replies are read to their end, so the
+        // call closes as answered instead of being reset.
         let mut waiting: Vec<Option<Beat>> = beats.into_iter().map(Some).collect();
-        let mut unanswered = waiting.len();
-        let mut failure = None;
-        while unanswered > 0 {
+        let failure = loop {
             let next = tokio::time::timeout_at(started + deadline, replies.message()).await;
             let reply = match next {
                 Ok(Ok(Some(reply))) => reply,
                 Ok(Ok(None)) => {
-                    failure = Some(RpcError::Remote(
-                        "no reply to a heartbeat of its batch".to_string(),
-                    ));
-                    break;
+                    break RpcError::Remote("no reply to a heartbeat of its batch".to_string())
                 }
-                Ok(Err(status)) => {
-                    failure = Some(status_error(status));
-                    break;
-                }
-                Err(_) => {
-                    failure = Some(RpcError::Timeout);
-                    break;
-                }
+                Ok(Err(status)) => break status_error(status),
+                Err(_) => break RpcError::Timeout,
             };
             let slot = waiting.get_mut(reply.position as usize);
             let Some(beat) =
                 slot.and_then(|slot| slot.take_if(|beat| beat.group == reply.group_id))
             else {
-                failure = Some(RpcError::Remote(format!(
+                break RpcError::Remote(format!(
                     "a heartbeat reply for group {} at position {} of a batch of {}",
                     reply.group_id,
                     reply.position,
                     waiting.len()
-                )));
-                break;
+                ));
             };
-            unanswered -= 1;
             let result = if reply.error.is_empty() {
                 Ok(reply.payload)
             } else {
                 Err(RpcError::Remote(reply.error))
             };
             let _ = beat.reply.send(result);
-        }
-        if let Some(failure) = failure {
-            for beat in waiting.into_iter().flatten() {
-                let _ = beat.reply.send(Err(failure.clone()));
-            }
+        };
+        for beat in waiting.into_iter().flatten() {
+            let _ = beat.reply.send(Err(failure.clone()));
         }
     }
 
