@@ -30,7 +30,7 @@ mod pb {
 
 use pb::raft_client::RaftClient;
 use pb::raft_server::{Raft, RaftServer};
-use pb::{GroupMessage, GroupReply, HeartbeatBatch, SnapshotChunk};
+use pb::{GroupMessage, GroupReply, HeartbeatBatch, HeartbeatReplies, SnapshotChunk};
 
 /// Largest message accepted or sent (a batch of log entries, a snapshot chunk).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -63,6 +63,9 @@ pub enum RpcError {
 /// served by unary calls before a session is tried again: an upgraded peer
 /// gets them back within this time.
 pub const STREAMS_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Most heartbeat replies one message of a batch's answer carries.
+const MAX_HEARTBEAT_REPLIES_PER_MESSAGE: usize = 1024;
 
 /// How long the first heartbeat queued towards a peer waits for the others
 /// of its round (every group's leader heartbeats at the node's beat, through
@@ -349,33 +352,35 @@ impl RpcClient {
         // like a failed call. The replies are read to their end, so the
         // call closes as answered instead of being reset.
         let mut waiting: Vec<Option<Beat>> = beats.into_iter().map(Some).collect();
-        let failure = loop {
+        let failure = 'replies: loop {
             let next = tokio::time::timeout_at(started + deadline, replies.message()).await;
-            let reply = match next {
-                Ok(Ok(Some(reply))) => reply,
+            let message = match next {
+                Ok(Ok(Some(message))) => message,
                 Ok(Ok(None)) => {
                     break RpcError::Remote("no reply to a heartbeat of its batch".to_string())
                 }
                 Ok(Err(status)) => break status_error(status),
                 Err(_) => break RpcError::Timeout,
             };
-            let slot = waiting.get_mut(reply.position as usize);
-            let Some(beat) =
-                slot.and_then(|slot| slot.take_if(|beat| beat.group == reply.group_id))
-            else {
-                break RpcError::Remote(format!(
-                    "a heartbeat reply for group {} at position {} of a batch of {}",
-                    reply.group_id,
-                    reply.position,
-                    waiting.len()
-                ));
-            };
-            let result = if reply.error.is_empty() {
-                Ok(reply.payload)
-            } else {
-                Err(RpcError::Remote(reply.error))
-            };
-            let _ = beat.reply.send(result);
+            for reply in message.replies {
+                let slot = waiting.get_mut(reply.position as usize);
+                let Some(beat) =
+                    slot.and_then(|slot| slot.take_if(|beat| beat.group == reply.group_id))
+                else {
+                    break 'replies RpcError::Remote(format!(
+                        "a heartbeat reply for group {} at position {} of a batch of {}",
+                        reply.group_id,
+                        reply.position,
+                        waiting.len()
+                    ));
+                };
+                let result = if reply.error.is_empty() {
+                    Ok(reply.payload)
+                } else {
+                    Err(RpcError::Remote(reply.error))
+                };
+                let _ = beat.reply.send(result);
+            }
         };
         for beat in waiting.into_iter().flatten() {
             let _ = beat.reply.send(Err(failure.clone()));
@@ -742,8 +747,9 @@ impl<H: RaftHandler> Service<H> {
 /// The replies of a stream session, as tonic sends them.
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<GroupMessage, Status>> + Send>>;
 
-/// The replies of a heartbeat batch, each as its group answers.
-type HeartbeatReplyStream = Pin<Box<dyn Stream<Item = Result<GroupReply, Status>> + Send>>;
+/// The replies of a heartbeat batch as their groups answer, those ready
+/// together in one message.
+type HeartbeatReplyStream = Pin<Box<dyn Stream<Item = Result<HeartbeatReplies, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl<H: RaftHandler> Raft for Service<H> {
@@ -839,11 +845,17 @@ impl<H: RaftHandler> Raft for Service<H> {
                             position,
                         },
                     };
-                    Ok(reply)
+                    reply
                 }
             })
             .collect();
-        let replies: HeartbeatReplyStream = Box::pin(replies);
+        // Replies ready at the same moment (usually all of them) share a
+        // message.
+        let replies: HeartbeatReplyStream = Box::pin(
+            replies
+                .ready_chunks(MAX_HEARTBEAT_REPLIES_PER_MESSAGE)
+                .map(|replies| Ok(HeartbeatReplies { replies })),
+        );
         Ok(Response::new(replies))
     }
 
