@@ -356,23 +356,21 @@ impl RpcClient {
             let next = tokio::time::timeout_at(started + deadline, replies.message()).await;
             let message = match next {
                 Ok(Ok(Some(message))) => message,
-                Ok(Ok(None)) => {
-                    break RpcError::Remote("no reply to a heartbeat of its batch".to_string())
-                }
-                Ok(Err(status)) => break status_error(status),
-                Err(_) => break RpcError::Timeout,
+                Ok(Ok(None)) => break None,
+                Ok(Err(status)) => break Some(status_error(status)),
+                Err(_) => break Some(RpcError::Timeout),
             };
             for reply in message.replies {
                 let slot = waiting.get_mut(reply.position as usize);
                 let Some(beat) =
                     slot.and_then(|slot| slot.take_if(|beat| beat.group == reply.group_id))
                 else {
-                    break 'replies RpcError::Remote(format!(
+                    break 'replies Some(RpcError::Remote(format!(
                         "a heartbeat reply for group {} at position {} of a batch of {}",
                         reply.group_id,
                         reply.position,
                         waiting.len()
-                    ));
+                    )));
                 };
                 let result = if reply.error.is_empty() {
                     Ok(reply.payload)
@@ -383,7 +381,10 @@ impl RpcClient {
             }
         };
         for beat in waiting.into_iter().flatten() {
-            let _ = beat.reply.send(Err(failure.clone()));
+            let error = failure.clone().unwrap_or_else(|| {
+                RpcError::Remote("no reply to a heartbeat of its batch".to_string())
+            });
+            let _ = beat.reply.send(Err(error));
         }
     }
 
@@ -803,9 +804,10 @@ impl<H: RaftHandler> Raft for Service<H> {
     }
 
     /// Each heartbeat is handled as a unary append of its group, all at
-    /// once; each reply goes back as soon as its group has answered, with
-    /// its position in the batch, so one slow group (its log in a long
-    /// fsync, say) holds back no other group's reply.
+    /// once; the replies go back as their groups answer (those ready at the
+    /// same moment in one message), each with its position in the batch, so
+    /// one slow group (its log in a long fsync, say) holds back no other
+    /// group's reply.
     async fn heartbeat_stream(
         &self,
         request: Request<HeartbeatBatch>,
@@ -822,30 +824,21 @@ impl<H: RaftHandler> Raft for Service<H> {
                 let handler = Arc::clone(&self.handler);
                 async move {
                     let group_id = message.group_id;
-                    let position = position as u32;
-                    let reply = match handler
+                    let (payload, error) = match handler
                         .handle(RpcKind::AppendEntries, group_id, message.payload)
                         .await
                     {
-                        Ok(payload) => GroupReply {
-                            group_id,
-                            payload,
-                            error: String::new(),
-                            position,
-                        },
-                        Err(error) => GroupReply {
-                            group_id,
-                            payload: Bytes::new(),
-                            // An empty text would read as success at the caller.
-                            error: if error.is_empty() {
-                                "failed".to_string()
-                            } else {
-                                error
-                            },
-                            position,
-                        },
+                        Ok(payload) => (payload, String::new()),
+                        // An empty text would read as success at the caller.
+                        Err(error) if error.is_empty() => (Bytes::new(), "failed".to_string()),
+                        Err(error) => (Bytes::new(), error),
                     };
-                    reply
+                    GroupReply {
+                        group_id,
+                        payload,
+                        error,
+                        position: position as u32,
+                    }
                 }
             })
             .collect();
