@@ -1,7 +1,8 @@
 //! Online resharding under load: slots move between shards while a client
-//! writes unique keys and increments counters in exactly those slots.
-//! Afterwards every acknowledged write is present, no counter lost or doubled
-//! an increment, and the slots belong to their new shard.
+//! writes unique keys, deletes some again and increments counters in exactly
+//! those slots. Afterwards every acknowledged write is present, every
+//! acknowledged delete stays done, no counter lost or doubled an increment,
+//! and the slots belong to their new shard.
 
 use slotraft_tests::support::binary;
 use slotraft_tests::support::cluster::Cluster;
@@ -31,6 +32,10 @@ struct History {
     written: BTreeMap<String, u64>,
     /// Per counter: acknowledged increments, increments with an error.
     counters: BTreeMap<String, (u64, u64)>,
+    /// Written keys whose DEL was acknowledged.
+    deleted: Vec<String>,
+    /// Written keys whose DEL failed: present or not.
+    maybe_deleted: Vec<String>,
 }
 
 fn writer(
@@ -69,6 +74,15 @@ fn writer(
             match pipe.query::<()>(&mut connection) {
                 Ok(()) => {
                     history.written.extend(keys.iter().cloned());
+                    // One key of each batch is deleted again, so that keys
+                    // also disappear while their slot is copied (a copy that
+                    // missed it would bring the key back).
+                    let (key, _) = &keys[0];
+                    history.written.remove(key);
+                    match redis::cmd("DEL").arg(key).query::<i64>(&mut connection) {
+                        Ok(1) => history.deleted.push(key.clone()),
+                        _ => history.maybe_deleted.push(key.clone()),
+                    }
                     break;
                 }
                 Err(error) => {
@@ -129,6 +143,8 @@ fn slots_move_online_without_losing_or_doubling_writes() {
         let part = writer.join().unwrap();
         history.written.extend(part.written);
         history.counters.extend(part.counters);
+        history.deleted.extend(part.deleted);
+        history.maybe_deleted.extend(part.maybe_deleted);
     }
     assert!(
         history.written.len() > 50,
@@ -140,6 +156,11 @@ fn slots_move_online_without_losing_or_doubling_writes() {
     for (key, value) in &history.written {
         let stored: Option<u64> = redis::cmd("GET").arg(key).query(&mut client).unwrap();
         assert_eq!(stored, Some(*value), "acknowledged write of {key} lost");
+    }
+    assert!(!history.deleted.is_empty(), "no DEL was acknowledged");
+    for key in &history.deleted {
+        let stored: Option<u64> = redis::cmd("GET").arg(key).query(&mut client).unwrap();
+        assert_eq!(stored, None, "acknowledged DEL of {key} undone");
     }
     for (counter, (acknowledged, unknown)) in &history.counters {
         let value: u64 = redis::cmd("GET")
@@ -207,7 +228,12 @@ fn slots_move_online_without_losing_or_doubling_writes() {
                 .count();
             let possible = counters
                 .filter(|(_, (acked, unknown))| *acked > 0 || *unknown > 0)
-                .count();
+                .count()
+                + history
+                    .maybe_deleted
+                    .iter()
+                    .filter(|key| in_slot(key))
+                    .count();
             // Either this node answers for the new owner (all keys) or for
             // nothing at all; never a leftover copy in the old shard.
             assert!(
@@ -449,6 +475,116 @@ fn freezing_a_dropped_slot_again_keeps_it_dropped() {
             continue;
         }
         assert_eq!(replies[4], tryagain, "{replies:?}");
+        return;
+    }
+    panic!("slot 0's leader never held still");
+}
+
+/// A slot being copied while it takes writes (SLOT-STATE 3) records the keys
+/// that change: EXPORT-CHANGES returns exactly those, the present ones with
+/// their payload and the deleted ones as gone, and names the slot untracked
+/// once the record is forgotten (served again) or was never started (frozen
+/// first), so that the admin copies it whole then.
+#[test]
+fn a_slot_copied_under_writes_records_what_changed() {
+    use crate::t70_router::{leader_of, read_replies, tag_for_slot};
+    use resp::Frame;
+    use slotraft_tests::support::Raw;
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let tag = tag_for_slot(0);
+    let [a, b, c, d] = ["a", "b", "c", "d"].map(|name| format!("{{{tag}}}{name}"));
+    let ok = || Frame::Simple("OK".into());
+    let slot_list =
+        |slots: &[i64]| Frame::Array(slots.iter().map(|s| Frame::Integer(*s)).collect());
+    for _ in 0..50 {
+        let leader = leader_of(&cluster, 0);
+        let mut raw = Raw::connect(cluster.members[leader].port);
+        let commands: [&[&[u8]]; 9] = [
+            &[b"SET", a.as_bytes(), b"1"],
+            &[b"SET", b.as_bytes(), b"2"],
+            &[b"SET", c.as_bytes(), b"3"],
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"3"],
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"3"],
+            // Served as usual meanwhile.
+            &[b"SET", a.as_bytes(), b"10"],
+            &[b"DEL", b.as_bytes()],
+            &[b"SET", d.as_bytes(), b"4", b"PX", b"100000"],
+            &[b"SLOTRAFT", b"EXPORT-CHANGES", b"1", b"0", b"", b"100"],
+        ];
+        for command in commands {
+            raw.command(command);
+        }
+        let replies = read_replies(&mut raw, 9);
+        if replies.iter().any(|reply| matches!(reply, Frame::Error(_))) {
+            // Leadership moved under the test: serve the slot again and
+            // start over on the new leader.
+            raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let replies = &replies[2..];
+        assert_eq!(replies[0], ok());
+        assert_eq!(replies[1], slot_list(&[0]), "the record starts afresh");
+        assert_eq!(replies[2], slot_list(&[]), "and then goes on");
+        assert_eq!(replies[3..6], [ok(), Frame::Integer(1), ok()]);
+        let Frame::Array(export) = &replies[6] else {
+            panic!("EXPORT-CHANGES answered {:?}", replies[6]);
+        };
+        assert!(matches!(export[0], Frame::Integer(time) if time > 0));
+        assert_eq!(export[1], slot_list(&[]), "slot 0 is tracked");
+        let Frame::Array(items) = &export[2] else {
+            panic!("items {:?}", export[2]);
+        };
+        let summary: Vec<(String, bool, bool)> = items
+            .iter()
+            .map(|item| match item {
+                Frame::Array(parts) => (
+                    match &parts[0] {
+                        Frame::Bulk(key) => String::from_utf8_lossy(key).into_owned(),
+                        other => panic!("key {other:?}"),
+                    },
+                    matches!(parts[1], Frame::Integer(at) if at > 0),
+                    matches!(parts[2], Frame::Bulk(_)),
+                ),
+                other => panic!("item {other:?}"),
+            })
+            .collect();
+        // In byte order; c did not change; b is gone; d has its expiry.
+        assert_eq!(
+            summary,
+            vec![
+                (a.clone(), false, true),
+                (b.clone(), false, false),
+                (d.clone(), true, true)
+            ]
+        );
+        let Frame::Array(parts) = &items[1] else {
+            unreachable!()
+        };
+        assert_eq!(parts[1..], [Frame::Integer(-2), Frame::Null]);
+        // Served again: the record is forgotten, the slot untracked.
+        let commands: [&[&[u8]]; 4] = [
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"],
+            &[b"SLOTRAFT", b"EXPORT-CHANGES", b"1", b"0", b"", b"100"],
+            // Frozen without a record: still untracked.
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"1"],
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"3"],
+        ];
+        for command in commands {
+            raw.command(command);
+        }
+        let replies = read_replies(&mut raw, 4);
+        raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
+        read_replies(&mut raw, 1);
+        if replies.iter().any(|reply| matches!(reply, Frame::Error(_))) {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let Frame::Array(export) = &replies[1] else {
+            panic!("EXPORT-CHANGES answered {:?}", replies[1]);
+        };
+        assert_eq!(export[1..], [slot_list(&[0]), Frame::Array(Vec::new())]);
+        assert_eq!(replies[3], slot_list(&[]), "a frozen slot starts no record");
         return;
     }
     panic!("slot 0's leader never held still");

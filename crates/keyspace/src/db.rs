@@ -11,6 +11,7 @@
 
 use crate::dict::{Dict, Lookup};
 use crate::rng::Rng;
+use crate::slot_changes::SlotChanges;
 use crate::slot_index::SlotIndex;
 use crate::value::Value;
 use bytes::Bytes;
@@ -80,6 +81,9 @@ pub struct Db {
     /// kept only while the keyspace tracks ready keys (a client may be
     /// blocked in XREADGROUP on one, and must run again).
     gone_streams: Option<Vec<Bytes>>,
+    /// The keys changed in slots being copied away (see
+    /// [`crate::slot_changes`]); noted by every method that may change a key.
+    changes: SlotChanges,
 }
 
 /// A key and its value's estimated bytes (a sample of an aggregate's
@@ -103,6 +107,7 @@ impl Db {
             slots: None,
             expired_log: None,
             gone_streams: None,
+            changes: SlotChanges::default(),
         }
     }
 
@@ -117,6 +122,7 @@ impl Db {
             slots: self.slots.as_mut().map(SlotIndex::clone_tracked),
             expired_log: self.expired_log.clone(),
             gone_streams: self.gone_streams.clone(),
+            changes: SlotChanges::default(),
         }
     }
 
@@ -244,6 +250,28 @@ impl Db {
             .is_none_or(|index| index.matches(self.keys.iter().map(|(key, _)| key)))
     }
 
+    /// Starts recording the keys changed in `slot` (see
+    /// [`crate::slot_changes`]); true when it starts afresh.
+    pub fn track_slot_changes(&mut self, slot: u16) -> bool {
+        self.changes.track(slot)
+    }
+
+    /// Stops recording `slot`'s changes.
+    pub fn forget_slot_changes(&mut self, slot: u16) {
+        self.changes.forget(slot);
+    }
+
+    /// Up to `count` keys changed in `slot` since it was tracked, in byte
+    /// order after `after`; None when its changes are unknown.
+    pub fn slot_changes(
+        &self,
+        slot: u16,
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Option<Vec<Bytes>> {
+        self.changes.keys(slot, after, count)
+    }
+
     fn index_insert(&mut self, key: &[u8]) {
         if let Some(index) = &mut self.slots {
             index.insert(key);
@@ -272,6 +300,7 @@ impl Db {
 
     /// Looks a key up for reading or writing; an expired key is deleted and absent.
     pub fn get_mut(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        self.changes.note(key);
         match self
             .keys
             .get_mut_unless(key, |entry| entry.is_expired(now_ms))
@@ -298,6 +327,7 @@ impl Db {
     /// Looks a key up without deleting it: an expired key reads as absent but
     /// stays until a write or expiry through the log removes it.
     pub fn get_mut_live(&mut self, key: &[u8], now_ms: u64) -> Option<&mut Entry> {
+        self.changes.note(key);
         self.keys
             .get_mut(key)
             .filter(|entry| !entry.is_expired(now_ms))
@@ -351,6 +381,7 @@ impl Db {
         expire_at_ms: Option<u64>,
         access: u32,
     ) -> Option<Entry> {
+        self.changes.note(key);
         let mut entry = Entry::new(value);
         entry.expire_at_ms = expire_at_ms.unwrap_or(0);
         entry.access = access;
@@ -380,6 +411,7 @@ impl Db {
 
     /// Replaces the value of a key, keeping its TTL (KEEPTTL, in-place updates).
     pub fn set_keep_ttl(&mut self, key: &[u8], value: Value, access: u32) {
+        self.changes.note(key);
         match self.keys.get_mut(key) {
             Some(old) => {
                 old.value = value;
@@ -402,6 +434,7 @@ impl Db {
 
     /// Deletes a key (expired or not); returns its entry.
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        self.changes.note(key);
         let entry = self.keys.remove(key)?;
         if entry.expire_at_ms != 0 {
             self.expires.remove(key);
@@ -413,6 +446,7 @@ impl Db {
     /// Sets the expiry time of an existing key; false when the key is absent.
     pub fn set_expire(&mut self, key: &[u8], expire_at_ms: u64) -> bool {
         debug_assert!(expire_at_ms != 0);
+        self.changes.note(key);
         let Some(entry) = self.keys.get_mut(key) else {
             return false;
         };
@@ -426,6 +460,7 @@ impl Db {
 
     /// Removes the TTL of a key; true when there was one.
     pub fn persist(&mut self, key: &[u8]) -> bool {
+        self.changes.note(key);
         let Some(entry) = self.keys.get_mut(key) else {
             return false;
         };
@@ -439,6 +474,7 @@ impl Db {
 
     /// Deletes every key.
     pub fn clear(&mut self) {
+        self.changes.forget_all();
         self.keys.clear();
         self.expires.clear();
         self.expire_cursor = 0;
@@ -659,6 +695,47 @@ mod tests {
         assert_eq!(db.expires_len(), 0);
         assert_eq!(db.len(), 500);
         assert_eq!(db.expired_keys, 500);
+    }
+
+    /// Every path that may change a key of a tracked slot records it:
+    /// writes, deletes, expiry times, lazy and active expiry, flushes
+    /// (which forget the record: the changes are then unknown).
+    #[test]
+    fn every_change_in_a_tracked_slot_is_recorded() {
+        let mut db = db();
+        let keys: Vec<String> = (0..8).map(|index| format!("{{t}}{index}")).collect();
+        let slot = cluster::key_slot(b"t");
+        for key in &keys {
+            db.set(key.as_bytes(), Value::string("v"), Some(1000), 0);
+        }
+        db.set(b"elsewhere", Value::string("v"), None, 0);
+        assert!(db.track_slot_changes(slot));
+        assert_eq!(db.slot_changes(slot, None, 100), Some(Vec::new()));
+        db.set(keys[0].as_bytes(), Value::string("w"), None, 0);
+        db.set_keep_ttl(keys[1].as_bytes(), Value::string("w"), 0);
+        db.remove(keys[2].as_bytes());
+        db.set_expire(keys[3].as_bytes(), 2000);
+        db.persist(keys[4].as_bytes());
+        if let Some(entry) = db.get_mut(keys[5].as_bytes(), 10) {
+            entry.value = Value::string("w");
+        }
+        // Lazy expiry, then active expiry of the rest.
+        assert!(db.get_mut(keys[6].as_bytes(), 1001).is_none());
+        db.active_expire_cycle(1001, 16);
+        db.set(b"{t}new", Value::string("v"), None, 0);
+        db.remove(b"elsewhere");
+        let recorded = db.slot_changes(slot, None, 100).unwrap();
+        let mut expected: Vec<&[u8]> = keys.iter().map(|key| key.as_bytes()).collect();
+        expected.push(b"{t}new");
+        expected.sort();
+        assert_eq!(recorded, expected);
+        assert_eq!(
+            db.slot_changes(slot, Some(b"{t}6"), 100).unwrap(),
+            [&b"{t}7"[..], b"{t}new"]
+        );
+        assert_eq!(db.clone_tracked().slot_changes(slot, None, 100), None);
+        db.clear();
+        assert_eq!(db.slot_changes(slot, None, 100), None);
     }
 
     /// Every path that adds or removes a key keeps the slot index exact.

@@ -477,7 +477,41 @@ impl Keyspace {
             }
             None => {
                 self.slot_states.remove(&slot);
+                self.forget_slot_changes(slot);
             }
+        }
+    }
+
+    /// Starts recording the keys changed in hash slot `slot`, which is being
+    /// copied to another shard while it takes writes (see
+    /// [`crate::slot_changes`]); true when the record starts afresh, false
+    /// when the slot was tracked already (its record goes on). Setting the
+    /// slot served again ([`Keyspace::set_slot_state`] with None) or dropping
+    /// it forgets the record.
+    pub fn track_slot_changes(&mut self, slot: u16) -> bool {
+        let mut fresh = false;
+        for db in &mut self.dbs {
+            fresh |= db.track_slot_changes(slot);
+        }
+        fresh
+    }
+
+    /// Up to `count` keys of database `db` changed in `slot` since it was
+    /// tracked, in byte order after `after`; None when they are unknown (the
+    /// slot is not tracked, or its record was given up).
+    pub fn slot_changes(
+        &self,
+        db: usize,
+        slot: u16,
+        after: Option<&[u8]>,
+        count: usize,
+    ) -> Option<Vec<Bytes>> {
+        self.dbs.get(db)?.slot_changes(slot, after, count)
+    }
+
+    fn forget_slot_changes(&mut self, slot: u16) {
+        for db in &mut self.dbs {
+            db.forget_slot_changes(slot);
         }
     }
 
@@ -521,6 +555,7 @@ impl Keyspace {
             }
         }
         self.stats.dirty += dropped as u64;
+        self.forget_slot_changes(slot);
         self.slot_states.insert(slot, SlotState::Gone);
         dropped
     }

@@ -449,11 +449,19 @@ fn join_slots(slots: &[u16]) -> String {
 }
 
 /// Moves `slots` (all owned by shard `from`) to shard `to`: the metadata
-/// records the migrations, the source's log freezes the slots (writes answer
-/// TRYAGAIN), their keys are copied, the source's log drops them (everything
-/// answers TRYAGAIN) and the metadata makes the target their owner. Returns
-/// the keys moved. Rerunning after an interruption is safe: the copy
-/// replaces, and nothing writes to a frozen slot.
+/// records the migrations; the source's log starts recording the keys that
+/// change in the slots, and their keys are copied while they still take
+/// writes; then the source's log freezes the slots (writes answer TRYAGAIN)
+/// and only the keys that changed meanwhile are copied again (or deleted on
+/// the target); the source's log drops the slots (everything answers
+/// TRYAGAIN) and the metadata makes the target their owner. Writes thus
+/// wait only for the second, short copy. Where the source does not know
+/// what changed (a replica that loaded a snapshot leads it now, or the
+/// record outgrew its bound), the target's copy of the slot is emptied and
+/// the frozen slot copied whole. Returns the keys copied. Rerunning after
+/// an interruption is safe: every copy replaces, a record that starts
+/// afresh first empties the target's slot, and a dropped slot is never
+/// emptied on the target (which then holds its only copy).
 pub async fn migrate_slots(
     address: &str,
     slots: &[u16],
@@ -501,18 +509,24 @@ pub async fn migrate_slots(
     let list = join_slots(slots);
     let source = shard_leader_address(&topology, from)?;
     let target = shard_leader_address(&topology, to)?;
-    shard_step(
+    let fresh = shard_step(
         &source,
         &[
             b"SLOTRAFT",
             b"SLOT-STATE",
             from_text.as_bytes(),
             list.as_bytes(),
-            b"1",
+            b"3",
         ],
-        "freezing the slots",
+        "recording the slots' changes",
     )
     .await?;
+    let fresh = slots_of(&fresh)?;
+    if !fresh.is_empty() {
+        // Keys an earlier, interrupted move left there are not covered by a
+        // record that starts now.
+        empty_on_target(&target, to, &join_slots(&fresh)).await?;
+    }
     shard_step(
         &target,
         &[
@@ -525,7 +539,32 @@ pub async fn migrate_slots(
         "opening the slots on the target",
     )
     .await?;
-    let moved = copy_slots(&source, &target, &list, from, to).await?;
+    let mut moved = copy_slots(&source, &target, &list, from, to, Export::All)
+        .await?
+        .0;
+    shard_step(
+        &source,
+        &[
+            b"SLOTRAFT",
+            b"SLOT-STATE",
+            from_text.as_bytes(),
+            list.as_bytes(),
+            b"1",
+        ],
+        "freezing the slots",
+    )
+    .await?;
+    let (changed, untracked) =
+        copy_slots(&source, &target, &list, from, to, Export::Changes).await?;
+    moved += changed;
+    if !untracked.is_empty() {
+        // The source does not know what changed there: copy them whole.
+        let untracked = join_slots(&untracked);
+        empty_on_target(&target, to, &untracked).await?;
+        moved += copy_slots(&source, &target, &untracked, from, to, Export::All)
+            .await?
+            .0;
+    }
     shard_step(
         &source,
         &[
@@ -548,28 +587,89 @@ pub async fn migrate_slots(
     Ok(moved)
 }
 
-/// Copies frozen slots' keys (`list`: comma-separated) from the source
-/// leader to the target's, a batch per round trip; the next batch is exported
-/// while the last one is imported.
+/// The slot numbers of a reply that lists them.
+fn slots_of(reply: &Frame) -> anyhow::Result<Vec<u16>> {
+    let Frame::Array(items) = reply else {
+        bail!("unexpected slot list {reply:?}");
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Frame::Integer(slot) => u16::try_from(*slot).map_err(Into::into),
+            _ => Err(anyhow::anyhow!("unexpected slot list {reply:?}")),
+        })
+        .collect()
+}
+
+/// Deletes the target's keys of slots it does not own yet (`list`) and
+/// serves them there again, before a copy that must find them empty.
+async fn empty_on_target(target: &str, to: u64, list: &str) -> anyhow::Result<()> {
+    let to_text = to.to_string();
+    shard_step(
+        target,
+        &[
+            b"SLOTRAFT",
+            b"DROP-SLOT",
+            to_text.as_bytes(),
+            list.as_bytes(),
+        ],
+        "emptying the slots on the target",
+    )
+    .await?;
+    shard_step(
+        target,
+        &[
+            b"SLOTRAFT",
+            b"SLOT-STATE",
+            to_text.as_bytes(),
+            list.as_bytes(),
+            b"0",
+        ],
+        "opening the slots on the target",
+    )
+    .await?;
+    Ok(())
+}
+
+/// What [`copy_slots`] copies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Export {
+    /// Every key of the slots.
+    All,
+    /// The keys the source recorded as changed (SLOTRAFT EXPORT-CHANGES);
+    /// those gone from the source are deleted on the target.
+    Changes,
+}
+
+/// Copies slots' keys (`list`: comma-separated) from the source leader to
+/// the target's, a batch per round trip; the next batch is exported while
+/// the last one is imported. Returns the keys copied (and deleted) and, for
+/// [`Export::Changes`], the slots whose changes the source does not know.
 async fn copy_slots(
     source: &str,
     target: &str,
     list: &str,
     from: u64,
     to: u64,
-) -> anyhow::Result<usize> {
+    export: Export,
+) -> anyhow::Result<(usize, Vec<u16>)> {
     let (from_text, to_text) = (from.to_string(), to.to_string());
     let count = MIGRATE_BATCH.to_string();
     let mut after = Bytes::new();
     let mut moved = 0;
     let mut importing: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
     let mut latest_time = 0i64;
+    let mut untracked = Vec::new();
+    let command: &[u8] = match export {
+        Export::All => b"EXPORT",
+        Export::Changes => b"EXPORT-CHANGES",
+    };
     loop {
         let reply = shard_step(
             source,
             &[
                 b"SLOTRAFT",
-                b"EXPORT",
+                command,
                 from_text.as_bytes(),
                 list.as_bytes(),
                 &after,
@@ -578,9 +678,12 @@ async fn copy_slots(
             "exporting keys",
         )
         .await?;
-        let Frame::Array(reply) = reply else {
+        let Frame::Array(mut reply) = reply else {
             bail!("unexpected EXPORT reply");
         };
+        if export == Export::Changes && reply.len() == 3 {
+            untracked = slots_of(&reply.remove(1))?;
+        }
         let [Frame::Integer(source_time), Frame::Array(items)] = <[Frame; 2]>::try_from(reply)
             .map_err(|reply| anyhow::anyhow!("unexpected EXPORT reply {reply:?}"))?
         else {
@@ -607,10 +710,19 @@ async fn copy_slots(
                 bail!("unexpected EXPORT item");
             };
             after = key.clone();
-            if let Frame::Bulk(dump) = dump {
-                import.push(key.clone());
-                import.push(Bytes::from(expire.to_string()));
-                import.push(dump.clone());
+            match dump {
+                Frame::Bulk(dump) => {
+                    import.push(key.clone());
+                    import.push(Bytes::from(expire.to_string()));
+                    import.push(dump.clone());
+                }
+                // Changed, and gone from the source since: deleted there.
+                _ if export == Export::Changes => {
+                    import.push(key.clone());
+                    import.push(Bytes::from_static(b"-2"));
+                    import.push(Bytes::new());
+                }
+                _ => {}
             }
         }
         if let Some(previous) = importing.take() {
@@ -646,7 +758,7 @@ async fn copy_slots(
         "moving the target's time",
     )
     .await?;
-    Ok(moved)
+    Ok((moved, untracked))
 }
 
 /// `slotraft cluster reshard HOST:PORT --from SHARD --to SHARD --slots N`:

@@ -141,7 +141,7 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             let op = if spec.name == "slotraft|drop-slot" {
                 Op::DropSlot { slots }
             } else {
-                match number(&arguments[4]).filter(|state| *state <= 2) {
+                match number(&arguments[4]).filter(|state| *state <= 3) {
                     Some(state) => Op::SlotState {
                         slots,
                         state: state as u8,
@@ -248,6 +248,7 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             Err(error) => Frame::error_owned(format!("ERR {error}")),
         },
         "slotraft|export" => export(node, arguments).await,
+        "slotraft|export-changes" => export_changes(node, arguments).await,
         "slotraft|import" => import(node, arguments).await,
         _ => return None,
     };
@@ -288,7 +289,6 @@ const EXPORT_BYTES: usize = 4 << 20;
 /// behind the shard's log time; keys expired by then are skipped), items];
 /// no items means done.
 async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
-    use openraft::raft::linearizable_read::LinearizerOption;
     let (Some(shard), Some(slots), Some(count)) = (
         number(&arguments[2]),
         slot_list(&arguments[3]),
@@ -296,38 +296,16 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
     ) else {
         return Frame::error("ERR invalid shard, slots or count");
     };
-    let replica = match node.leading_shard(shard) {
+    let replica = match confirmed_leader(node, shard).await {
         Ok(replica) => replica,
         Err(error) => return error,
     };
-    let check = replica
-        .group
-        .raft
-        .ensure_linearizable(LinearizerOption::new(None, true));
-    match tokio::time::timeout(std::time::Duration::from_secs(2), check).await {
-        Ok(Ok(_)) => {}
-        // Not confirmed in time (a busy or partitioned leader, or one that
-        // just lost its place): answered as a redirect, which the admin
-        // retries, to the leader this node knows of or to itself ("?").
-        _ => {
-            return node
-                .leading_shard(shard)
-                .err()
-                .unwrap_or_else(|| Frame::error("ERR NOTLEADER ?"))
-        }
-    }
     let count = count.min(10_000) as usize;
     let after = (!arguments[4].is_empty()).then(|| arguments[4].clone());
     // Resume in the slot of the last key exported, after that key.
-    let mut position = match &after {
-        Some(key) => {
-            let slot = cluster::key_slot(key);
-            match slots.iter().position(|candidate| *candidate == slot) {
-                Some(position) => position,
-                None => return Frame::error("ERR the cursor key is in none of the slots"),
-            }
-        }
-        None => 0,
+    let mut position = match cursor_position(&slots, after.as_deref()) {
+        Ok(position) => position,
+        Err(error) => return error,
     };
     let mut state = replication::state_machine::lock(&replica.group.state);
     let now_ms = clock::unix_ms().max(state.log_time_ms);
@@ -346,6 +324,122 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         }
         keys.extend(batch);
     }
+    let items = export_items(&mut state.keyspace, keys, now_ms);
+    Frame::Array(vec![
+        Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
+        Frame::Array(items),
+    ])
+}
+
+/// SLOTRAFT EXPORT-CHANGES shard slots after count: as EXPORT, but only the
+/// keys recorded as changed in the slots since they were tracked (SLOTRAFT
+/// SLOT-STATE ... 3; see `keyspace::slot_changes`), a key no longer present
+/// as [key, -2, nil] (to be deleted on the target). The reply is [time,
+/// untracked, items], `untracked` being the listed slots whose changes are
+/// unknown (not tracked here, or the record was given up): the admin copies
+/// those whole instead. Slots already dropped here have nothing to send.
+async fn export_changes(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
+    let (Some(shard), Some(slots), Some(count)) = (
+        number(&arguments[2]),
+        slot_list(&arguments[3]),
+        number(&arguments[5]),
+    ) else {
+        return Frame::error("ERR invalid shard, slots or count");
+    };
+    let replica = match confirmed_leader(node, shard).await {
+        Ok(replica) => replica,
+        Err(error) => return error,
+    };
+    let count = count.min(10_000) as usize;
+    let after = (!arguments[4].is_empty()).then(|| arguments[4].clone());
+    let mut position = match cursor_position(&slots, after.as_deref()) {
+        Ok(position) => position,
+        Err(error) => return error,
+    };
+    let mut state = replication::state_machine::lock(&replica.group.state);
+    let now_ms = clock::unix_ms().max(state.log_time_ms);
+    let dropped = |state: &replication::state_machine::ShardState, slot: u16| {
+        state.keyspace.slot_state(slot) == Some(keyspace::SlotState::Gone)
+    };
+    let untracked: Vec<Frame> = slots
+        .iter()
+        .filter(|slot| {
+            !dropped(&state, **slot) && state.keyspace.slot_changes(0, **slot, None, 0).is_none()
+        })
+        .map(|slot| Frame::Integer(i64::from(*slot)))
+        .collect();
+    let mut keys = Vec::new();
+    let mut cursor = after;
+    while position < slots.len() && keys.len() < count {
+        let slot = slots[position];
+        let batch = if dropped(&state, slot) {
+            None
+        } else {
+            state
+                .keyspace
+                .slot_changes(0, slot, cursor.as_deref(), count - keys.len())
+        }
+        .unwrap_or_default();
+        if batch.len() < count - keys.len() {
+            position += 1;
+            cursor = None;
+        } else {
+            cursor = batch.last().cloned();
+        }
+        keys.extend(batch);
+    }
+    let items = export_items(&mut state.keyspace, keys, now_ms);
+    Frame::Array(vec![
+        Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
+        Frame::Array(untracked),
+        Frame::Array(items),
+    ])
+}
+
+/// The shard's replica here, once its leadership is confirmed (a
+/// linearizable read point); otherwise a redirect, which the admin retries,
+/// to the leader this node knows of or to itself ("?").
+async fn confirmed_leader(
+    node: &ClusterNode,
+    shard: u64,
+) -> Result<std::sync::Arc<crate::replica::Replica>, Frame> {
+    use openraft::raft::linearizable_read::LinearizerOption;
+    let replica = node.leading_shard(shard)?;
+    let check = replica
+        .group
+        .raft
+        .ensure_linearizable(LinearizerOption::new(None, true));
+    match tokio::time::timeout(std::time::Duration::from_secs(2), check).await {
+        Ok(Ok(_)) => Ok(replica),
+        // Not confirmed in time (a busy or partitioned leader, or one that
+        // just lost its place).
+        _ => Err(node
+            .leading_shard(shard)
+            .err()
+            .unwrap_or_else(|| Frame::error("ERR NOTLEADER ?"))),
+    }
+}
+
+/// Where in `slots` an export resumes: the slot of its cursor key (the first
+/// slot without one).
+fn cursor_position(slots: &[u16], after: Option<&[u8]>) -> Result<usize, Frame> {
+    match after {
+        Some(key) => {
+            let slot = cluster::key_slot(key);
+            slots
+                .iter()
+                .position(|candidate| *candidate == slot)
+                .ok_or_else(|| Frame::error("ERR the cursor key is in none of the slots"))
+        }
+        None => Ok(0),
+    }
+}
+
+/// The export items of `keys` read at `now_ms`: [key, expire-at-ms or -1,
+/// payload in slotraft's own format] each, or [key, -2, nil] for a key not
+/// (or no longer) present; the payloads stop once they reach
+/// [`EXPORT_BYTES`].
+fn export_items(keyspace: &mut keyspace::Keyspace, keys: Vec<Bytes>, now_ms: u64) -> Vec<Frame> {
     let mut items = Vec::with_capacity(keys.len());
     let mut bytes = 0;
     for key in keys {
@@ -355,8 +449,7 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         // slotraft's own format, which keeps everything a value holds
         // (Redis's stream form loses a consumer's active-time); RESTORE
         // reads it as it reads Redis's.
-        let dump = state
-            .keyspace
+        let dump = keyspace
             .db(0)
             .peek(&key, now_ms)
             .map(|entry| Bytes::from(keyspace::dump::serialize_value(&entry.value)));
@@ -366,7 +459,7 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
             let mut context = keyspace::Context::new(now_ms, 0);
             context.lazy_expire = false;
             context.cluster_mode = true;
-            state.keyspace.execute(spec, &mut context, &arguments)
+            keyspace.execute(spec, &mut context, &arguments)
         };
         let expire = run(&[b"PEXPIRETIME", &key]);
         if let (Some(dump), Frame::Integer(expire)) = (dump, expire) {
@@ -377,8 +470,8 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
                 Frame::Bulk(dump),
             ]));
         } else {
-            // Expired but not yet reclaimed: nothing to move, but the cursor
-            // must still pass it.
+            // Absent, or expired but not yet reclaimed: nothing to move, but
+            // the cursor must still pass it.
             items.push(Frame::Array(vec![
                 Frame::Bulk(key),
                 Frame::Integer(-2),
@@ -386,14 +479,12 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
             ]));
         }
     }
-    Frame::Array(vec![
-        Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
-        Frame::Array(items),
-    ])
+    items
 }
 
 /// SLOTRAFT IMPORT shard slots source-time key expire-at dump [key expire-at
-/// dump ...]: restores the keys (replacing, with their absolute expiry)
+/// dump ...]: restores the keys (replacing, with their absolute expiry;
+/// an expire-at of -2 deletes the key instead: it is gone from the source)
 /// through the shard's log on its leader, in an entry no older than
 /// `source-time` (the time the export read at). Every key must belong to one
 /// of the slots. With no keys it only moves the shard's log time up to
@@ -419,10 +510,16 @@ async fn import(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         Err(error) => return error,
     };
     let restore = keyspace::commands::lookup(b"restore").expect("RESTORE exists");
+    let del = keyspace::commands::lookup(b"del").expect("DEL exists");
     let mut run = Vec::new();
     for item in items.chunks(3) {
         if !slots.contains(&cluster::key_slot(&item[0])) {
             return Frame::error("ERR a key belongs to none of the slots");
+        }
+        if &item[1][..] == b"-2" {
+            // Gone from the source since an earlier copy.
+            run.push((vec![Bytes::from_static(b"DEL"), item[0].clone()], del));
+            continue;
         }
         let expire = parse_i64(&item[1]).unwrap_or(-1).max(0);
         run.push((

@@ -232,6 +232,27 @@ fn may_run_long(state: &mut ShardState, op: &Op) -> bool {
     }
 }
 
+/// [`Op::SlotState`] 3: the slots that are served normally start recording
+/// their changed keys, to be copied while they take writes; a frozen or
+/// dropped slot is left as it is. Answers the slots whose record started
+/// afresh: their target may hold keys of an earlier copy that the record
+/// does not cover, so the admin empties the target's slot first.
+fn track_slot_changes(state: &mut ShardState, slots: &[u16]) -> Response {
+    let mut fresh = Vec::new();
+    for &slot in slots {
+        if slot < 16384
+            && state.keyspace.slot_state(slot).is_none()
+            && state.keyspace.track_slot_changes(slot)
+        {
+            fresh.push(Frame::Integer(i64::from(slot)));
+        }
+    }
+    Response {
+        replies: vec![Frame::Array(fresh)],
+        ..Response::default()
+    }
+}
+
 /// Applies one request to the state: deterministic in (state, request).
 pub fn apply_request(state: &mut ShardState, request: &Request) -> Response {
     let now_ms = request.now_ms.max(state.log_time_ms);
@@ -257,6 +278,9 @@ fn apply_op(state: &mut ShardState, now_ms: u64, seed: u64, op: &Op) -> Response
             slots,
             state: wanted,
         } => {
+            if *wanted == 3 {
+                return track_slot_changes(state, slots);
+            }
             let wanted = match wanted {
                 1 => Some(keyspace::SlotState::Frozen),
                 2 => Some(keyspace::SlotState::Gone),

@@ -81,7 +81,9 @@ pub enum Op {
     /// only if later than the recorded leadership in (term, node) order).
     PutLeader { shard: u64, node: u64, term: u64 },
     /// Shard: set slots' migration state (0 serving, 1 frozen: writes
-    /// answer TRYAGAIN, 2 gone: everything answers TRYAGAIN).
+    /// answer TRYAGAIN, 2 gone: everything answers TRYAGAIN), or (3) start
+    /// recording the keys changed in served slots that are being copied
+    /// away (`keyspace::slot_changes`).
     SlotState { slots: Vec<u16>, state: u8 },
     /// Shard: delete every key of slots that moved away and mark them gone.
     DropSlot { slots: Vec<u16> },

@@ -398,6 +398,12 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
         "Returns a batch of a slot's keys with their expiry and DUMP payload.",
     ),
     node(
+        "slotraft|export-changes",
+        6,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns a batch of the keys changed in slots being copied away, with their expiry and DUMP payload.",
+    ),
+    node(
         "slotraft|import",
         -5,
         ADMIN | NOSCRIPT | LOADING | STALE,
