@@ -631,6 +631,18 @@ async fn empty_on_target(target: &str, to: u64, list: &str) -> anyhow::Result<()
     Ok(())
 }
 
+/// An IMPORT under way in its own task, aborted when dropped: a copy that
+/// fails or is given up leaves no import behind to land later, when a rerun
+/// may already have copied newer values of the same keys (the first copy
+/// runs while the slots still take writes).
+struct Importing(tokio::task::JoinHandle<anyhow::Result<()>>);
+
+impl Drop for Importing {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What [`copy_slots`] copies.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Export {
@@ -657,7 +669,7 @@ async fn copy_slots(
     let count = MIGRATE_BATCH.to_string();
     let mut after = Bytes::new();
     let mut moved = 0;
-    let mut importing: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
+    let mut importing: Option<Importing> = None;
     let mut latest_time = 0i64;
     let mut untracked = Vec::new();
     let command: &[u8] = match export {
@@ -725,21 +737,21 @@ async fn copy_slots(
                 _ => {}
             }
         }
-        if let Some(previous) = importing.take() {
-            previous.await??;
+        if let Some(mut previous) = importing.take() {
+            (&mut previous.0).await??;
         }
         if import.len() > 5 {
             moved += (import.len() - 5) / 3;
             let target = target.to_string();
-            importing = Some(tokio::spawn(async move {
+            importing = Some(Importing(tokio::spawn(async move {
                 let arguments: Vec<&[u8]> = import.iter().map(|part| &part[..]).collect();
                 shard_step(&target, &arguments, "importing keys").await?;
                 Ok(())
-            }));
+            })));
         }
     }
-    if let Some(last) = importing {
-        last.await??;
+    if let Some(mut last) = importing {
+        (&mut last.0).await??;
     }
     // The target's time reaches the latest time the source exported at, even
     // when nothing (or nothing more) was copied: a key the export skipped as
