@@ -499,12 +499,14 @@ fn a_slot_copied_under_writes_records_what_changed() {
     for _ in 0..50 {
         let leader = leader_of(&cluster, 0);
         let mut raw = Raw::connect(cluster.members[leader].port);
-        let commands: [&[&[u8]]; 9] = [
+        let commands: [&[&[u8]]; 10] = [
             &[b"SET", a.as_bytes(), b"1"],
             &[b"SET", b.as_bytes(), b"2"],
             &[b"SET", c.as_bytes(), b"3"],
             &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"3"],
             &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"3"],
+            // The bulk copy's export reads every key without recording it.
+            &[b"SLOTRAFT", b"EXPORT", b"1", b"0", b"", b"100"],
             // Served as usual meanwhile.
             &[b"SET", a.as_bytes(), b"10"],
             &[b"DEL", b.as_bytes()],
@@ -514,7 +516,7 @@ fn a_slot_copied_under_writes_records_what_changed() {
         for command in commands {
             raw.command(command);
         }
-        let replies = read_replies(&mut raw, 9);
+        let replies = read_replies(&mut raw, 10);
         if replies.iter().any(|reply| matches!(reply, Frame::Error(_))) {
             // Leadership moved under the test: serve the slot again and
             // start over on the new leader.
@@ -522,7 +524,11 @@ fn a_slot_copied_under_writes_records_what_changed() {
             std::thread::sleep(Duration::from_millis(200));
             continue;
         }
-        let replies = &replies[2..];
+        let Frame::Array(export) = &replies[5] else {
+            panic!("EXPORT answered {:?}", replies[5]);
+        };
+        assert!(matches!(&export[1], Frame::Array(items) if items.len() == 3));
+        let replies: Vec<Frame> = replies[2..5].iter().chain(&replies[6..]).cloned().collect();
         assert_eq!(replies[0], ok());
         assert_eq!(replies[1], slot_list(&[0]), "the record starts afresh");
         assert_eq!(replies[2], slot_list(&[]), "and then goes on");

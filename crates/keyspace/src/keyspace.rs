@@ -532,13 +532,24 @@ impl Keyspace {
     /// order, so the result does not depend on the index. A slot out of range
     /// holds nothing and changes nothing.
     pub fn drop_slot(&mut self, slot: u16) -> usize {
+        self.drop_slot_keys(slot, usize::MAX)
+    }
+
+    /// [`Keyspace::drop_slot`], deleting at most `limit` keys (the first in
+    /// byte order, database by database); the slot is marked gone however
+    /// many remain.
+    pub fn drop_slot_keys(&mut self, slot: u16, limit: usize) -> usize {
         if slot >= cluster::SLOTS {
             return 0;
         }
         let mut dropped = 0;
         for db in &mut self.dbs {
+            let left = limit - dropped;
+            if left == 0 {
+                break;
+            }
             let keys: Vec<Bytes> = if db.has_slot_index() {
-                db.keys_in_slot(slot, None, usize::MAX)
+                db.keys_in_slot(slot, None, left)
             } else {
                 let mut keys: Vec<Bytes> = db
                     .entries()
@@ -546,6 +557,7 @@ impl Keyspace {
                     .map(|(key, _)| Bytes::copy_from_slice(key))
                     .collect();
                 keys.sort_unstable();
+                keys.truncate(left);
                 keys
             };
             for key in &keys {
@@ -1815,6 +1827,51 @@ mod slot_state_tests {
             assert_eq!(h.run(&["SET", "{d}1", "new"]), Frame::OK);
             assert_eq!(h.keyspace.count_keys_in_slot(0, slot), 1);
             assert!(h.keyspace.dbs().iter().all(|db| db.slot_index_is_exact()));
+        }
+    }
+
+    /// Dropping in bounded steps deletes the first keys in byte order, marks
+    /// the slot gone at once, and ends with exactly what one whole drop
+    /// leaves, with and without the index.
+    #[test]
+    fn drop_slot_keys_deletes_in_bounded_steps() {
+        for indexed in [false, true] {
+            let (mut whole, slot) = filled(indexed);
+            let (mut steps, _) = filled(indexed);
+            let in_slot = whole.keyspace.drop_slot(slot);
+            let mut total = 0;
+            loop {
+                let before = stored(&steps);
+                let dropped = steps.keyspace.drop_slot_keys(slot, 150);
+                assert!(dropped <= 150);
+                assert_eq!(steps.keyspace.slot_state(slot), Some(SlotState::Gone));
+                // The first keys of the slot, database by database.
+                let mut gone: Vec<_> = before
+                    .iter()
+                    .filter(|entry| !stored(&steps).contains(entry))
+                    .cloned()
+                    .collect();
+                gone.sort();
+                let mut first: Vec<_> = before
+                    .iter()
+                    .filter(|(_, key)| key_slot(key) == slot)
+                    .cloned()
+                    .collect();
+                first.sort();
+                first.truncate(dropped);
+                assert_eq!(gone, first, "indexed {indexed}");
+                total += dropped;
+                if dropped == 0 {
+                    break;
+                }
+            }
+            assert_eq!(total, in_slot);
+            assert_eq!(stored(&steps), stored(&whole));
+            assert!(steps
+                .keyspace
+                .dbs()
+                .iter()
+                .all(|db| db.slot_index_is_exact()));
         }
     }
 

@@ -437,6 +437,9 @@ fn expect_ok(reply: Frame, what: &str) -> anyhow::Result<Frame> {
 /// Keys moved per EXPORT/IMPORT round trip.
 const MIGRATE_BATCH: usize = 1000;
 
+/// Keys the source deletes per entry once the slots have moved.
+const DROP_BATCH: usize = 5000;
+
 /// Slots moved together: one metadata change, one freeze, one drop.
 const SLOTS_PER_STEP: usize = 256;
 
@@ -453,9 +456,10 @@ fn join_slots(slots: &[u16]) -> String {
 /// change in the slots, and their keys are copied while they still take
 /// writes; then the source's log freezes the slots (writes answer TRYAGAIN)
 /// and only the keys that changed meanwhile are copied again (or deleted on
-/// the target); the source's log drops the slots (everything answers
-/// TRYAGAIN) and the metadata makes the target their owner. Writes thus
-/// wait only for the second, short copy. Where the source does not know
+/// the target); the source's log closes the slots (everything answers
+/// TRYAGAIN), the metadata makes the target their owner, and once every
+/// node has adopted that, the source's log deletes the slots' keys. Writes
+/// thus wait only for the second, short copy and the change of owner. Where the source does not know
 /// what changed (a replica that loaded a snapshot leads it now, or the
 /// record outgrew its bound), the target's copy of the slot is emptied and
 /// the frozen slot copied whole. Returns the keys copied. Rerunning after
@@ -565,15 +569,19 @@ pub async fn migrate_slots(
             .await?
             .0;
     }
+    // Gone from the source (everything there answers TRYAGAIN), its keys
+    // still in place: deleting them all in one entry keeps the source's
+    // replicas busy for a while, which the slots' clients need not wait for.
     shard_step(
         &source,
         &[
             b"SLOTRAFT",
-            b"DROP-SLOT",
+            b"SLOT-STATE",
             from_text.as_bytes(),
             list.as_bytes(),
+            b"2",
         ],
-        "dropping the slots from the source",
+        "closing the slots on the source",
     )
     .await?;
     let epoch = metadata_change(
@@ -584,6 +592,26 @@ pub async fn migrate_slots(
     // The next step reads the topology from the nodes: wait until they have
     // this one.
     wait_adopted(address, epoch).await?;
+    // A bounded number of keys per entry, so the source's replicas serve
+    // their other clients between the deletions.
+    let limit = DROP_BATCH.to_string();
+    loop {
+        let dropped = shard_step(
+            &source,
+            &[
+                b"SLOTRAFT",
+                b"DROP-SLOT",
+                from_text.as_bytes(),
+                list.as_bytes(),
+                limit.as_bytes(),
+            ],
+            "dropping the slots' keys from the source",
+        )
+        .await?;
+        if !matches!(dropped, Frame::Integer(count) if count > 0) {
+            break;
+        }
+    }
     Ok(moved)
 }
 

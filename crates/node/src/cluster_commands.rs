@@ -139,7 +139,14 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
                 return Some(Frame::error("ERR invalid shard or slots"));
             };
             let op = if spec.name == "slotraft|drop-slot" {
-                Op::DropSlot { slots }
+                match arguments.get(4).map(|limit| number(limit)) {
+                    None => Op::DropSlot { slots },
+                    Some(Some(limit)) if limit > 0 => Op::DropSlotKeys {
+                        slots,
+                        limit: limit.min(u64::from(u32::MAX)) as u32,
+                    },
+                    Some(_) => return Some(Frame::error("ERR invalid key limit")),
+                }
             } else {
                 match number(&arguments[4]).filter(|state| *state <= 3) {
                     Some(state) => Op::SlotState {
@@ -307,7 +314,7 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         Ok(position) => position,
         Err(error) => return error,
     };
-    let mut state = replication::state_machine::lock(&replica.group.state);
+    let state = replication::state_machine::lock(&replica.group.state);
     let now_ms = clock::unix_ms().max(state.log_time_ms);
     let mut keys = Vec::new();
     let mut cursor = after;
@@ -324,7 +331,7 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         }
         keys.extend(batch);
     }
-    let items = export_items(&mut state.keyspace, keys, now_ms);
+    let items = export_items(&state.keyspace, keys, now_ms);
     Frame::Array(vec![
         Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
         Frame::Array(items),
@@ -356,7 +363,7 @@ async fn export_changes(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         Ok(position) => position,
         Err(error) => return error,
     };
-    let mut state = replication::state_machine::lock(&replica.group.state);
+    let state = replication::state_machine::lock(&replica.group.state);
     let now_ms = clock::unix_ms().max(state.log_time_ms);
     let dropped = |state: &replication::state_machine::ShardState, slot: u16| {
         state.keyspace.slot_state(slot) == Some(keyspace::SlotState::Gone)
@@ -388,7 +395,7 @@ async fn export_changes(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         }
         keys.extend(batch);
     }
-    let items = export_items(&mut state.keyspace, keys, now_ms);
+    let items = export_items(&state.keyspace, keys, now_ms);
     Frame::Array(vec![
         Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
         Frame::Array(untracked),
@@ -439,7 +446,7 @@ fn cursor_position(slots: &[u16], after: Option<&[u8]>) -> Result<usize, Frame> 
 /// payload in slotraft's own format] each, or [key, -2, nil] for a key not
 /// (or no longer) present; the payloads stop once they reach
 /// [`EXPORT_BYTES`].
-fn export_items(keyspace: &mut keyspace::Keyspace, keys: Vec<Bytes>, now_ms: u64) -> Vec<Frame> {
+fn export_items(keyspace: &keyspace::Keyspace, keys: Vec<Bytes>, now_ms: u64) -> Vec<Frame> {
     let mut items = Vec::with_capacity(keys.len());
     let mut bytes = 0;
     for key in keys {
@@ -448,21 +455,18 @@ fn export_items(keyspace: &mut keyspace::Keyspace, keys: Vec<Bytes>, now_ms: u64
         }
         // slotraft's own format, which keeps everything a value holds
         // (Redis's stream form loses a consumer's active-time); RESTORE
-        // reads it as it reads Redis's.
-        let dump = keyspace
-            .db(0)
-            .peek(&key, now_ms)
-            .map(|entry| Bytes::from(keyspace::dump::serialize_value(&entry.value)));
-        let mut run = |words: &[&[u8]]| {
-            let arguments: Vec<Bytes> = words.iter().map(|w| Bytes::copy_from_slice(w)).collect();
-            let spec = keyspace::commands::resolve(&arguments).expect("known command");
-            let mut context = keyspace::Context::new(now_ms, 0);
-            context.lazy_expire = false;
-            context.cluster_mode = true;
-            keyspace.execute(spec, &mut context, &arguments)
-        };
-        let expire = run(&[b"PEXPIRETIME", &key]);
-        if let (Some(dump), Frame::Integer(expire)) = (dump, expire) {
+        // reads it as it reads Redis's. Read without a lookup for writing,
+        // which would record the key as changed in a tracked slot (see
+        // `keyspace::slot_changes`).
+        let found = keyspace.db_ref(0).peek(&key, now_ms).map(|entry| {
+            (
+                Bytes::from(keyspace::dump::serialize_value(&entry.value)),
+                entry
+                    .expire_at_ms()
+                    .map_or(-1, |at| at.min(i64::MAX as u64) as i64),
+            )
+        });
+        if let Some((dump, expire)) = found {
             bytes += key.len() + dump.len();
             items.push(Frame::Array(vec![
                 Frame::Bulk(key),

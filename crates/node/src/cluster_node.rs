@@ -680,13 +680,18 @@ impl ClusterNode {
         };
         if let Some(replica) = self.shard(shard) {
             if !replica.group.raft.is_leader()
-                && lock(&replica.group.state).keyspace.slot_state(slot)
-                    == Some(keyspace::SlotState::Gone)
+                && lock(&replica.group.state)
+                    .keyspace
+                    .slot_state(slot)
+                    .is_some()
             {
-                // The shard has handed the slot over and this node has not
-                // adopted the new owner yet: its leader would answer
-                // TRYAGAIN too, and MOVED there would bounce a client
-                // between this node and one that has adopted the change.
+                // The shard is handing the slot over (frozen; this follower
+                // may not have applied the close yet, which comes moments
+                // later) or has handed it over, and this node has not adopted
+                // the new owner yet: its leader would answer TRYAGAIN too (a
+                // read in a frozen slot only for the few milliseconds before
+                // it closes), and MOVED there would bounce a client between
+                // this node and one that has adopted the change.
                 return Target::Reply(Frame::error(keyspace::TRYAGAIN));
             }
             return Target::Local(replica);
@@ -873,16 +878,49 @@ pub fn command_slot(spec: &CommandSpec, arguments: &[Bytes]) -> Result<Option<u1
     keyspace::command_slot(spec, arguments).map_err(|_| Frame::error(keyspace::slots::CROSSSLOT))
 }
 
-/// Every 100 ms: adopt a newer topology from the metadata group, publish the
-/// initial one when this node founded the group, and report shards this node
-/// leads.
+/// Every 100 ms, and as soon as this node's metadata replica (if any)
+/// applies an entry: adopt a newer topology from the metadata group, publish
+/// the initial one when this node founded the group, and report shards this
+/// node leads. (A migration's clients wait for the nodes to adopt its new
+/// owner: up to a whole interval, without the wake-up on apply.)
 async fn watch_metadata(node: Arc<ClusterNode>) {
     let mut shutdown = node.shutdown.clone();
     let mut interval = tokio::time::interval(Duration::from_millis(100));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The metadata replica watched, and its data metrics (which change as
+    // its log and applied state do, and on the leader as quorum
+    // acknowledgements age).
+    let mut watched: Option<(Arc<Replica>, _)> = None;
+    let mut last_applied = None;
     loop {
+        let metadata = node.metadata();
+        let same = match (&watched, &metadata) {
+            (Some((replica, _)), Some(metadata)) => Arc::ptr_eq(replica, metadata),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            watched = metadata.map(|replica| {
+                let metrics = replica.group.raft.data_metrics();
+                (replica, metrics)
+            });
+        }
+        let applied = async {
+            use openraft::async_runtime::WatchReceiver;
+            if let Some((_, metrics)) = &mut watched {
+                while metrics.changed().await.is_ok() {
+                    let applied = metrics.borrow_watched().last_applied;
+                    if applied != last_applied {
+                        last_applied = applied;
+                        return;
+                    }
+                }
+            }
+            std::future::pending::<()>().await
+        };
         tokio::select! {
             _ = interval.tick() => {}
+            _ = applied => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
         if let Err(error) = metadata_round(&node).await {

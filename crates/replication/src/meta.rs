@@ -163,6 +163,7 @@ pub fn apply(state: &mut ShardState, context: &mut Context, op: &Op) -> Frame {
         | Op::ExpireTick
         | Op::SlotState { .. }
         | Op::DropSlot { .. }
+        | Op::DropSlotKeys { .. }
         | Op::Evict { .. } => Frame::error("ERR not a metadata operation"),
     }
 }

@@ -315,6 +315,19 @@ fn apply_op(state: &mut ShardState, now_ms: u64, seed: u64, op: &Op) -> Response
                 ..Response::default()
             }
         }
+        Op::DropSlotKeys { slots, limit } => {
+            let mut left = *limit as usize;
+            let mut dropped = 0;
+            for slot in slots {
+                let count = state.keyspace.drop_slot_keys(*slot, left);
+                dropped += count;
+                left -= count;
+            }
+            Response {
+                replies: vec![Frame::Integer(dropped as i64)],
+                ..Response::default()
+            }
+        }
         Op::Evict { keys } => {
             let evicted = keys
                 .iter()

@@ -104,6 +104,10 @@ pub enum Op {
     /// would alone, at the entry's time, and gets its own [`Response`] in
     /// `Response::parts`. Only [`Op::Exec`] without scripts is batched.
     Batch(Vec<(u64, Op)>),
+    /// Shard: as [`Op::DropSlot`], deleting at most `limit` keys (over all
+    /// the slots): a slot of many keys is deleted in several entries, so no
+    /// one entry keeps the replicas from everything else for long.
+    DropSlotKeys { slots: Vec<u16>, limit: u32 },
 }
 
 impl Op {
@@ -147,6 +151,9 @@ impl fmt::Display for Request {
                 write!(formatter, "slot-state {} slots={state}", slots.len())
             }
             Op::DropSlot { slots } => write!(formatter, "drop-slot {} slots", slots.len()),
+            Op::DropSlotKeys { slots, limit } => {
+                write!(formatter, "drop-slot {} slots limit={limit}", slots.len())
+            }
             Op::Evict { keys } => write!(formatter, "evict {} keys", keys.len()),
             Op::Batch(parts) => write!(formatter, "batch {} parts t={}", parts.len(), self.now_ms),
         }

@@ -465,7 +465,7 @@ const SLOTRAFT_SUBCOMMANDS: &[CommandSpec] = &[
     ),
     node(
         "slotraft|drop-slot",
-        4,
+        -4,
         ADMIN | NOSCRIPT | LOADING | STALE,
         "Deletes a slot's keys from a shard that gave it away.",
     ),
