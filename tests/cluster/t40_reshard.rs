@@ -595,3 +595,62 @@ fn a_slot_copied_under_writes_records_what_changed() {
     }
     panic!("slot 0's leader never held still");
 }
+
+/// Keys left in a slot its shard closed (an admin stopped between a
+/// migration's change of owner and its deletion) are deleted by the shard's
+/// leader on its own; a bounded deletion of a slot that is served again
+/// deletes nothing.
+#[test]
+fn keys_left_in_a_closed_slot_are_reclaimed() {
+    use crate::t70_router::{leader_of, read_replies, tag_for_slot};
+    use resp::Frame;
+    use slotraft_tests::support::Raw;
+    let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
+    let key = format!("{{{}}}k", tag_for_slot(0));
+    for _ in 0..50 {
+        let leader = leader_of(&cluster, 0);
+        let mut raw = Raw::connect(cluster.members[leader].port);
+        let commands: [&[&[u8]]; 4] = [
+            &[b"SET", key.as_bytes(), b"1"],
+            &[b"SLOTRAFT", b"DROP-SLOT", b"1", b"0", b"5000"],
+            &[b"GET", key.as_bytes()],
+            &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"2"],
+        ];
+        for command in commands {
+            raw.command(command);
+        }
+        let replies = read_replies(&mut raw, 4);
+        if replies.iter().any(|reply| matches!(reply, Frame::Error(_))) {
+            raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        assert_eq!(
+            replies[..3],
+            [
+                Frame::Simple("OK".into()),
+                Frame::Integer(0),
+                Frame::Bulk("1".into())
+            ],
+            "a served slot keeps its keys"
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            raw.command(&[b"CLUSTER", b"COUNTKEYSINSLOT", b"0"]);
+            let count = read_replies(&mut raw, 1);
+            if count == [Frame::Integer(0)] {
+                break;
+            }
+            assert!(Instant::now() < deadline, "still {count:?} keys");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
+        raw.command(&[b"GET", key.as_bytes()]);
+        assert_eq!(
+            read_replies(&mut raw, 2),
+            [Frame::Simple("OK".into()), Frame::Null]
+        );
+        return;
+    }
+    panic!("slot 0's leader never held still");
+}

@@ -986,7 +986,54 @@ async fn metadata_round(node: &Arc<ClusterNode>) -> anyhow::Result<()> {
             node.close_departed(&topology).await;
         }
     }
+    reclaim_closed_slots(node).await;
     report_leadership(node).await
+}
+
+/// Keys a closed slot's shard deletes per entry (as the admin's last step
+/// of a migration does).
+const RECLAIM_BATCH: u32 = 5000;
+
+/// Deletes, on shards this node leads, the keys left in slots the shard has
+/// closed (given away) and that no migration in this node's topology still
+/// moves: what an admin stopped between a migration's change of owner and
+/// its deletion leaves behind. The deletion applies only to a slot still
+/// closed then (`Op::DropSlotKeys`), so a slot opened again meanwhile keeps
+/// what it holds.
+async fn reclaim_closed_slots(node: &Arc<ClusterNode>) {
+    let Some(topology) = node.topology() else {
+        return;
+    };
+    for replica in node.local_shards() {
+        if !replica.group.raft.is_leader() {
+            continue;
+        }
+        let slots: Vec<u16> = {
+            let state = lock(&replica.group.state);
+            let keyspace = &state.keyspace;
+            keyspace
+                .slot_states()
+                .iter()
+                .filter(|(slot, slot_state)| {
+                    **slot_state == keyspace::SlotState::Gone
+                        && !topology.migrations.contains_key(*slot)
+                        && !keyspace.slot_is_empty(0, **slot)
+                })
+                .map(|(slot, _)| *slot)
+                .take(256)
+                .collect()
+        };
+        if slots.is_empty() {
+            continue;
+        }
+        let op = Op::DropSlotKeys {
+            slots,
+            limit: RECLAIM_BATCH,
+        };
+        if let Err(error) = propose_op(&replica, op).await {
+            tracing::debug!(%error, shard = replica.group.id, "reclaiming closed slots");
+        }
+    }
 }
 
 /// A node without a metadata replica asks for the topology (leaders included

@@ -319,6 +319,11 @@ fn apply_op(state: &mut ShardState, now_ms: u64, seed: u64, op: &Op) -> Response
             let mut left = *limit as usize;
             let mut dropped = 0;
             for slot in slots {
+                // Only a slot still closed: one opened again (moving back)
+                // keeps what it holds.
+                if state.keyspace.slot_state(*slot) != Some(keyspace::SlotState::Gone) {
+                    continue;
+                }
                 let count = state.keyspace.drop_slot_keys(*slot, left);
                 dropped += count;
                 left -= count;

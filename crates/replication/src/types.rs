@@ -104,9 +104,11 @@ pub enum Op {
     /// would alone, at the entry's time, and gets its own [`Response`] in
     /// `Response::parts`. Only [`Op::Exec`] without scripts is batched.
     Batch(Vec<(u64, Op)>),
-    /// Shard: as [`Op::DropSlot`], deleting at most `limit` keys (over all
-    /// the slots): a slot of many keys is deleted in several entries, so no
-    /// one entry keeps the replicas from everything else for long.
+    /// Shard: as [`Op::DropSlot`] for the slots that are closed (gone) when
+    /// it applies, deleting at most `limit` keys (over all the slots): a slot
+    /// of many keys is deleted in several entries, so no one entry keeps the
+    /// replicas from everything else for long. Slots in another state are
+    /// left as they are.
     DropSlotKeys { slots: Vec<u16>, limit: u32 },
 }
 
