@@ -487,8 +487,11 @@ impl Keyspace {
     /// [`crate::slot_changes`]); true when the record starts afresh, false
     /// when the slot was tracked already (its record goes on). Setting the
     /// slot served again ([`Keyspace::set_slot_state`] with None) or dropping
-    /// it forgets the record.
+    /// it forgets the record. A slot out of range is ignored (false).
     pub fn track_slot_changes(&mut self, slot: u16) -> bool {
+        if slot >= cluster::SLOTS {
+            return false;
+        }
         let mut fresh = false;
         for db in &mut self.dbs {
             fresh |= db.track_slot_changes(slot);

@@ -59,11 +59,6 @@ impl SlotChanges {
         self.slots.clear();
     }
 
-    /// Whether `slot` is tracked.
-    pub fn tracks(&self, slot: u16) -> bool {
-        self.slots.contains_key(&slot)
-    }
-
     /// Notes that `key` may change. Nearly free while no slot is tracked.
     #[inline]
     pub fn note(&mut self, key: &[u8]) {
@@ -138,7 +133,6 @@ mod tests {
         );
         assert_eq!(changes.clone().keys(slot, None, 10), None);
         changes.forget(slot);
-        assert!(!changes.tracks(slot));
         assert_eq!(changes.keys(slot, None, 10), None);
     }
 }

@@ -513,51 +513,18 @@ pub async fn migrate_slots(
     let list = join_slots(slots);
     let source = shard_leader_address(&topology, from)?;
     let target = shard_leader_address(&topology, to)?;
-    let fresh = shard_step(
-        &source,
-        &[
-            b"SLOTRAFT",
-            b"SLOT-STATE",
-            from_text.as_bytes(),
-            list.as_bytes(),
-            b"3",
-        ],
-        "recording the slots' changes",
-    )
-    .await?;
+    let fresh = slot_state(&source, from, &list, b"3", "recording the slots' changes").await?;
     let fresh = slots_of(&fresh)?;
     if !fresh.is_empty() {
         // Keys an earlier, interrupted move left there are not covered by a
         // record that starts now.
         empty_on_target(&target, to, &join_slots(&fresh)).await?;
     }
-    shard_step(
-        &target,
-        &[
-            b"SLOTRAFT",
-            b"SLOT-STATE",
-            to_text.as_bytes(),
-            list.as_bytes(),
-            b"0",
-        ],
-        "opening the slots on the target",
-    )
-    .await?;
+    slot_state(&target, to, &list, b"0", "opening the slots on the target").await?;
     let mut moved = copy_slots(&source, &target, &list, from, to, Export::All)
         .await?
         .0;
-    shard_step(
-        &source,
-        &[
-            b"SLOTRAFT",
-            b"SLOT-STATE",
-            from_text.as_bytes(),
-            list.as_bytes(),
-            b"1",
-        ],
-        "freezing the slots",
-    )
-    .await?;
+    slot_state(&source, from, &list, b"1", "freezing the slots").await?;
     let (changed, untracked) =
         copy_slots(&source, &target, &list, from, to, Export::Changes).await?;
     moved += changed;
@@ -565,6 +532,14 @@ pub async fn migrate_slots(
         // The source does not know what changed there: copy them whole.
         let untracked = join_slots(&untracked);
         empty_on_target(&target, to, &untracked).await?;
+        slot_state(
+            &target,
+            to,
+            &untracked,
+            b"0",
+            "opening the slots on the target",
+        )
+        .await?;
         moved += copy_slots(&source, &target, &untracked, from, to, Export::All)
             .await?
             .0;
@@ -572,15 +547,11 @@ pub async fn migrate_slots(
     // Gone from the source (everything there answers TRYAGAIN), its keys
     // still in place: deleting them all in one entry keeps the source's
     // replicas busy for a while, which the slots' clients need not wait for.
-    shard_step(
+    slot_state(
         &source,
-        &[
-            b"SLOTRAFT",
-            b"SLOT-STATE",
-            from_text.as_bytes(),
-            list.as_bytes(),
-            b"2",
-        ],
+        from,
+        &list,
+        b"2",
         "closing the slots on the source",
     )
     .await?;
@@ -629,8 +600,28 @@ fn slots_of(reply: &Frame) -> anyhow::Result<Vec<u16>> {
         .collect()
 }
 
-/// Deletes the target's keys of slots it does not own yet (`list`) and
-/// serves them there again, before a copy that must find them empty.
+/// `SLOTRAFT SLOT-STATE shard list state` on the shard's leader at
+/// `address` (states: 0 serving, 1 frozen, 2 closed, 3 recording changes).
+async fn slot_state(
+    address: &str,
+    shard: u64,
+    list: &str,
+    state: &[u8],
+    what: &str,
+) -> anyhow::Result<Frame> {
+    let shard = shard.to_string();
+    let arguments: [&[u8]; 5] = [
+        b"SLOTRAFT",
+        b"SLOT-STATE",
+        shard.as_bytes(),
+        list.as_bytes(),
+        state,
+    ];
+    shard_step(address, &arguments, what).await
+}
+
+/// Deletes the target's keys of slots it does not own yet (`list`), before
+/// a copy that must find them empty; the caller serves them there again.
 async fn empty_on_target(target: &str, to: u64, list: &str) -> anyhow::Result<()> {
     let to_text = to.to_string();
     shard_step(
@@ -642,18 +633,6 @@ async fn empty_on_target(target: &str, to: u64, list: &str) -> anyhow::Result<()
             list.as_bytes(),
         ],
         "emptying the slots on the target",
-    )
-    .await?;
-    shard_step(
-        target,
-        &[
-            b"SLOTRAFT",
-            b"SLOT-STATE",
-            to_text.as_bytes(),
-            list.as_bytes(),
-            b"0",
-        ],
-        "opening the slots on the target",
     )
     .await?;
     Ok(())

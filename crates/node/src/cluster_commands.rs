@@ -254,8 +254,8 @@ pub async fn execute(node: &ClusterNode, spec: &CommandSpec, arguments: &[Bytes]
             Ok(()) => Frame::OK,
             Err(error) => Frame::error_owned(format!("ERR {error}")),
         },
-        "slotraft|export" => export(node, arguments).await,
-        "slotraft|export-changes" => export_changes(node, arguments).await,
+        "slotraft|export" => export(node, arguments, false).await,
+        "slotraft|export-changes" => export(node, arguments, true).await,
         "slotraft|import" => import(node, arguments).await,
         _ => return None,
     };
@@ -295,7 +295,15 @@ const EXPORT_BYTES: usize = 4 << 20;
 /// [`EXPORT_BYTES`]. The reply is [the time the export read at (never
 /// behind the shard's log time; keys expired by then are skipped), items];
 /// no items means done.
-async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
+///
+/// SLOTRAFT EXPORT-CHANGES (`changes`), same arguments: only the keys
+/// recorded as changed in the slots since they were tracked (SLOTRAFT
+/// SLOT-STATE ... 3; see `keyspace::slot_changes`), a key no longer present
+/// as [key, -2, nil] (to be deleted on the target). The reply is [time,
+/// untracked, items], `untracked` being the listed slots whose changes are
+/// unknown (not tracked here, or the record was given up): the admin copies
+/// those whole instead. Slots already dropped here have nothing to send.
+async fn export(node: &ClusterNode, arguments: &[Bytes], changes: bool) -> Frame {
     let (Some(shard), Some(slots), Some(count)) = (
         number(&arguments[2]),
         slot_list(&arguments[3]),
@@ -315,14 +323,25 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         Err(error) => return error,
     };
     let state = replication::state_machine::lock(&replica.group.state);
+    let keyspace = &state.keyspace;
     let now_ms = clock::unix_ms().max(state.log_time_ms);
+    let dropped = |slot: u16| keyspace.slot_state(slot) == Some(keyspace::SlotState::Gone);
+    // Up to `count` keys of `slot` after `cursor`; None: its changes are
+    // unknown.
+    let keys_of = |slot: u16, cursor: Option<&[u8]>, count: usize| {
+        if !changes {
+            Some(keyspace.keys_in_slot(0, slot, cursor, count))
+        } else if dropped(slot) {
+            Some(Vec::new())
+        } else {
+            keyspace.slot_changes(0, slot, cursor, count)
+        }
+    };
     let mut keys = Vec::new();
     let mut cursor = after;
     while position < slots.len() && keys.len() < count {
         let batch =
-            state
-                .keyspace
-                .keys_in_slot(0, slots[position], cursor.as_deref(), count - keys.len());
+            keys_of(slots[position], cursor.as_deref(), count - keys.len()).unwrap_or_default();
         if batch.len() < count - keys.len() {
             position += 1;
             cursor = None;
@@ -331,76 +350,17 @@ async fn export(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
         }
         keys.extend(batch);
     }
-    let items = export_items(&state.keyspace, keys, now_ms);
-    Frame::Array(vec![
-        Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
-        Frame::Array(items),
-    ])
-}
-
-/// SLOTRAFT EXPORT-CHANGES shard slots after count: as EXPORT, but only the
-/// keys recorded as changed in the slots since they were tracked (SLOTRAFT
-/// SLOT-STATE ... 3; see `keyspace::slot_changes`), a key no longer present
-/// as [key, -2, nil] (to be deleted on the target). The reply is [time,
-/// untracked, items], `untracked` being the listed slots whose changes are
-/// unknown (not tracked here, or the record was given up): the admin copies
-/// those whole instead. Slots already dropped here have nothing to send.
-async fn export_changes(node: &ClusterNode, arguments: &[Bytes]) -> Frame {
-    let (Some(shard), Some(slots), Some(count)) = (
-        number(&arguments[2]),
-        slot_list(&arguments[3]),
-        number(&arguments[5]),
-    ) else {
-        return Frame::error("ERR invalid shard, slots or count");
-    };
-    let replica = match confirmed_leader(node, shard).await {
-        Ok(replica) => replica,
-        Err(error) => return error,
-    };
-    let count = count.min(10_000) as usize;
-    let after = (!arguments[4].is_empty()).then(|| arguments[4].clone());
-    let mut position = match cursor_position(&slots, after.as_deref()) {
-        Ok(position) => position,
-        Err(error) => return error,
-    };
-    let state = replication::state_machine::lock(&replica.group.state);
-    let now_ms = clock::unix_ms().max(state.log_time_ms);
-    let dropped = |state: &replication::state_machine::ShardState, slot: u16| {
-        state.keyspace.slot_state(slot) == Some(keyspace::SlotState::Gone)
-    };
-    let untracked: Vec<Frame> = slots
-        .iter()
-        .filter(|slot| {
-            !dropped(&state, **slot) && state.keyspace.slot_changes(0, **slot, None, 0).is_none()
-        })
-        .map(|slot| Frame::Integer(i64::from(*slot)))
-        .collect();
-    let mut keys = Vec::new();
-    let mut cursor = after;
-    while position < slots.len() && keys.len() < count {
-        let slot = slots[position];
-        let batch = if dropped(&state, slot) {
-            None
-        } else {
-            state
-                .keyspace
-                .slot_changes(0, slot, cursor.as_deref(), count - keys.len())
-        }
-        .unwrap_or_default();
-        if batch.len() < count - keys.len() {
-            position += 1;
-            cursor = None;
-        } else {
-            cursor = batch.last().cloned();
-        }
-        keys.extend(batch);
+    let mut reply = vec![Frame::Integer(now_ms.min(i64::MAX as u64) as i64)];
+    if changes {
+        let untracked = slots
+            .iter()
+            .filter(|slot| keys_of(**slot, None, 0).is_none())
+            .map(|slot| Frame::Integer(i64::from(*slot)))
+            .collect();
+        reply.push(Frame::Array(untracked));
     }
-    let items = export_items(&state.keyspace, keys, now_ms);
-    Frame::Array(vec![
-        Frame::Integer(now_ms.min(i64::MAX as u64) as i64),
-        Frame::Array(untracked),
-        Frame::Array(items),
-    ])
+    reply.push(Frame::Array(export_items(keyspace, keys, now_ms)));
+    Frame::Array(reply)
 }
 
 /// The shard's replica here, once its leadership is confirmed (a

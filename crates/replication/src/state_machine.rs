@@ -240,10 +240,7 @@ fn may_run_long(state: &mut ShardState, op: &Op) -> bool {
 fn track_slot_changes(state: &mut ShardState, slots: &[u16]) -> Response {
     let mut fresh = Vec::new();
     for &slot in slots {
-        if slot < 16384
-            && state.keyspace.slot_state(slot).is_none()
-            && state.keyspace.track_slot_changes(slot)
-        {
+        if state.keyspace.slot_state(slot).is_none() && state.keyspace.track_slot_changes(slot) {
             fresh.push(Frame::Integer(i64::from(slot)));
         }
     }
