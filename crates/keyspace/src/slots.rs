@@ -3,7 +3,7 @@
 //! error when its keys hash to different slots (Redis Cluster's rule; a node
 //! answers the error before routing or proposing anything).
 
-use crate::command::CommandSpec;
+use crate::command::{BeginSearch, CommandSpec, FindKeys, KeySpec};
 use bytes::Bytes;
 
 /// Redis's reply when a command's keys hash to different slots.
@@ -42,6 +42,25 @@ impl std::error::Error for SlotError {}
 /// (a key count that is not a number or overruns the arguments) yield no keys, as
 /// in Redis: the command then runs where it is and answers its own argument error.
 pub fn command_slot(spec: &CommandSpec, arguments: &[Bytes]) -> Result<Option<u16>, SlotError> {
+    // Most commands name one key at a fixed place: no list of positions.
+    if let (
+        None,
+        [KeySpec {
+            begin: BeginSearch::Index(index @ 0..),
+            find: FindKeys::Range { last_key: 0, .. },
+            ..
+        }],
+    ) = (spec.get_keys, spec.key_specs)
+    {
+        return Ok(arguments
+            .get(*index as usize)
+            .map(|key| cluster::key_slot(key)));
+    }
+    slot_of_positions(spec, arguments)
+}
+
+/// [`command_slot`] from the spec's list of key positions.
+fn slot_of_positions(spec: &CommandSpec, arguments: &[Bytes]) -> Result<Option<u16>, SlotError> {
     let Ok(positions) = spec.key_positions(arguments) else {
         return Ok(None);
     };
@@ -72,6 +91,28 @@ mod tests {
             .collect();
         let spec = resolve(&arguments).unwrap_or_else(|_| panic!("{words:?} resolves"));
         command_slot(spec, &arguments)
+    }
+
+    #[test]
+    fn the_single_key_shortcut_agrees_with_the_key_positions() {
+        let words = ["a", "{a}b", "c", "2", "d", "e", "f", "1", "g"];
+        for spec in crate::commands::all_commands() {
+            let specs = std::iter::once(spec).chain(spec.subcommands.iter());
+            for spec in specs {
+                for length in 1..=words.len() {
+                    let arguments: Vec<Bytes> = words[..length]
+                        .iter()
+                        .map(|word| Bytes::copy_from_slice(word.as_bytes()))
+                        .collect();
+                    assert_eq!(
+                        command_slot(spec, &arguments),
+                        slot_of_positions(spec, &arguments),
+                        "{} {length}",
+                        spec.name
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -11,4 +11,4 @@ mod request;
 pub use encode::{encode, format_double, format_i64, Protocol};
 pub use frame::{BulkArray, Frame};
 pub use reply::{parse_reply, reply_length, ReplyError};
-pub use request::{split_inline_args, ProtocolError, RequestLimits, RequestParser};
+pub use request::{split_inline_args, ProtocolError, RequestLimits, RequestParser, SpannedRequest};

@@ -44,6 +44,10 @@ fn protocol_error(message: &str) -> ProtocolError {
     ProtocolError(message.to_string())
 }
 
+/// A request's arguments, and its bytes as sent when a proxy may pass them
+/// on unchanged ([`RequestParser::next_request_with_bytes`]).
+pub type SpannedRequest = (Vec<Bytes>, Option<Bytes>);
+
 /// Streaming request parser; one per connection.
 #[derive(Debug, Default)]
 pub struct RequestParser {
@@ -118,6 +122,76 @@ impl RequestParser {
         }
     }
 
+    /// [`RequestParser::next_request`], also handing back the request's own
+    /// bytes when it is a multibulk request that arrived whole and in
+    /// canonical form (every header and argument ended by `\r\n`): a proxy
+    /// can then pass it on without encoding it again. The arguments are views
+    /// of those bytes. Otherwise (inline commands, a request that arrived in
+    /// pieces or bends the framing) the bytes are `None` and the arguments
+    /// are what `next_request` gives, with its errors.
+    pub fn next_request_with_bytes(
+        &mut self,
+        buffer: &mut BytesMut,
+    ) -> Result<Option<SpannedRequest>, ProtocolError> {
+        if self.remaining == 0 {
+            if let Some((count, total)) = self.whole_multibulk(buffer) {
+                let raw = buffer.split_to(total).freeze();
+                let mut arguments = Vec::with_capacity(count);
+                // Framing checked: each `$<length>\r\n` is canonical.
+                let mut at = raw
+                    .iter()
+                    .position(|&byte| byte == b'\n')
+                    .map_or(0, |end| end + 1);
+                for _ in 0..count {
+                    let Some((length, start)) = canonical_line(&raw, at + 1) else {
+                        break;
+                    };
+                    let end = start + length as usize;
+                    arguments.push(raw.slice(start..end));
+                    at = end + 2;
+                }
+                return Ok(Some((arguments, Some(raw))));
+            }
+        }
+        Ok(self
+            .next_request(buffer)?
+            .map(|arguments| (arguments, None)))
+    }
+
+    /// The argument count and length in bytes of a multibulk request held
+    /// whole at the start of `buffer`, if it is within the limits and framed
+    /// exactly; None leaves it to the incremental parser (which reports any
+    /// error).
+    fn whole_multibulk(&self, buffer: &[u8]) -> Option<(usize, usize)> {
+        if buffer.first() != Some(&b'*') {
+            return None;
+        }
+        let (count, mut at) = canonical_line(buffer, 1)?;
+        if count <= 0 || count as u64 > self.limits.max_multibulk_length as u64 {
+            return None;
+        }
+        // Every argument takes at least 6 bytes (`$0\r\n\r\n`): a count the
+        // buffer cannot hold is not whole.
+        if (count as u64).saturating_mul(6) > (buffer.len() - at) as u64 {
+            return None;
+        }
+        for _ in 0..count {
+            if buffer.get(at) != Some(&b'$') {
+                return None;
+            }
+            let (length, start) = canonical_line(buffer, at + 1)?;
+            if length < 0 || length as u64 > self.limits.max_bulk_bytes as u64 {
+                return None;
+            }
+            let end = start.checked_add(length as usize)?;
+            if buffer.get(end..end + 2)? != b"\r\n" {
+                return None;
+            }
+            at = end + 2;
+        }
+        Some((count as usize, at))
+    }
+
     /// Parses `*<count>\r\n`; returns the count (negative counts read as zero).
     fn multibulk_header(&self, buffer: &mut BytesMut) -> Result<Option<usize>, ProtocolError> {
         let Some(line_end) = find_line_end(buffer) else {
@@ -170,6 +244,18 @@ impl RequestParser {
         buffer.advance(2);
         Ok(Some(argument))
     }
+}
+
+/// The decimal at `from` ended by `\r\n` (short of the inline limit), and
+/// where the next line starts.
+fn canonical_line(buffer: &[u8], from: usize) -> Option<(i64, usize)> {
+    let rest = buffer.get(from..)?;
+    let rest = &rest[..rest.len().min(32)];
+    let end = rest.iter().position(|&byte| byte == b'\r')?;
+    if rest.get(end + 1) != Some(&b'\n') {
+        return None;
+    }
+    Some((parse_i64(&rest[..end])?, from + end + 2))
 }
 
 /// Index of the `\r` ending the first line, if the line and the byte after it are
@@ -528,5 +614,107 @@ mod tests {
             let parsed: Vec<Vec<u8>> = parsed.iter().map(|argument| argument.to_vec()).collect();
             prop_assert_eq!(parsed, request);
         }
+
+        /// Whatever arrives, in whatever pieces, the spanned parse gives the
+        /// plain parse's requests and errors, and the bytes it hands back are
+        /// exactly the ones the request took from the buffer.
+        #[test]
+        fn spanned_parse_agrees_with_the_plain_one(
+            pieces in proptest::collection::vec(prop_oneof![
+                Just(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".to_vec()),
+                Just(b"*1\r\n$4\r\nPING\r\n".to_vec()),
+                Just(b"*0\r\n".to_vec()),
+                Just(b"*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nva\r\nl\r\n".to_vec()),
+                Just(b"*1\r\n$4\r\nPINGxx".to_vec()),
+                Just(b"*1\n$4\r\nPING\r\n".to_vec()),
+                Just(b"*01\r\n$4\r\nPING\r\n".to_vec()),
+                Just(b"*2\r\n$1\r\na\r\n$-1\r\n".to_vec()),
+                Just(b"*1\r\n$5\r\nhello\r\n".to_vec()),
+                Just(b"get k\r\n".to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..12),
+            ], 1..6),
+            cuts in proptest::collection::vec(0usize..64, 0..4),
+        ) {
+            let wire: Vec<u8> = pieces.concat();
+            let limits = RequestLimits { max_bulk_bytes: 4, ..RequestLimits::default() };
+            let mut plain = RequestParser::new(limits);
+            let mut spanned = RequestParser::new(limits);
+            let (mut plain_buffer, mut spanned_buffer) = (BytesMut::new(), BytesMut::new());
+            let mut at = 0;
+            let mut ends: Vec<usize> = cuts.iter().map(|cut| (*cut).min(wire.len())).collect();
+            ends.sort_unstable();
+            ends.push(wire.len());
+            for end in ends {
+                let end = end.max(at);
+                plain_buffer.extend_from_slice(&wire[at..end]);
+                spanned_buffer.extend_from_slice(&wire[at..end]);
+                at = end;
+                loop {
+                    let before = spanned_buffer.clone();
+                    let expected = plain.next_request(&mut plain_buffer);
+                    let got = spanned.next_request_with_bytes(&mut spanned_buffer);
+                    match (expected, got) {
+                        (Err(expected), Err(got)) => {
+                            prop_assert_eq!(expected, got);
+                            return Ok(());
+                        }
+                        (Ok(None), Ok(None)) => break,
+                        (Ok(Some(expected)), Ok(Some((got, bytes)))) => {
+                            prop_assert_eq!(&expected, &got);
+                            if let Some(bytes) = bytes {
+                                let taken = before.len() - spanned_buffer.len();
+                                prop_assert_eq!(&bytes[..], &before[..taken]);
+                                // Handed-back bytes are the canonical encoding.
+                                let mut canonical = format!("*{}\r\n", got.len()).into_bytes();
+                                for argument in &got {
+                                    canonical.extend(format!("${}\r\n", argument.len()).into_bytes());
+                                    canonical.extend_from_slice(argument);
+                                    canonical.extend_from_slice(b"\r\n");
+                                }
+                                prop_assert_eq!(&bytes[..], &canonical[..]);
+                            }
+                        }
+                        (expected, got) => {
+                            prop_assert!(false, "plain {:?}, spanned {:?}", expected, got);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn whole_canonical_requests_come_with_their_bytes() {
+        let mut parser = RequestParser::default();
+        let wire = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\nPING\r\n*1\r\n$3\r\nab";
+        let mut buffer = BytesMut::from(&wire[..]);
+        let (arguments, bytes) = parser
+            .next_request_with_bytes(&mut buffer)
+            .unwrap()
+            .unwrap();
+        assert_eq!(arguments, vec![Bytes::from("GET"), Bytes::from("k")]);
+        assert_eq!(
+            bytes.as_deref(),
+            Some(&b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"[..])
+        );
+        let (_, bytes) = parser
+            .next_request_with_bytes(&mut buffer)
+            .unwrap()
+            .unwrap();
+        assert_eq!(bytes.as_deref(), Some(&b"*1\r\n$4\r\nPING\r\n"[..]));
+        // Inline: arguments only.
+        let (arguments, bytes) = parser
+            .next_request_with_bytes(&mut buffer)
+            .unwrap()
+            .unwrap();
+        assert_eq!((arguments, bytes), (vec![Bytes::from("PING")], None));
+        // Arrived in pieces: the incremental parser takes over, without bytes.
+        assert_eq!(parser.next_request_with_bytes(&mut buffer).unwrap(), None);
+        buffer.extend_from_slice(b"c\r\n");
+        let (arguments, bytes) = parser
+            .next_request_with_bytes(&mut buffer)
+            .unwrap()
+            .unwrap();
+        assert_eq!((arguments, bytes), (vec![Bytes::from("abc")], None));
     }
 }

@@ -159,13 +159,19 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     let mut requests: Vec<Vec<Bytes>> = Vec::new();
+    // Each request's bytes as the client sent them, when they can be passed
+    // on as they are (`RequestParser::next_request_with_bytes`).
+    let mut wires: Vec<Option<Bytes>> = Vec::new();
     loop {
         // Everything the client has sent so far (up to a bound) is one batch.
         let mut broken = None;
         let depth = client.router.pipeline_depth;
         while requests.len() < depth {
-            match parser.next_request(&mut input) {
-                Ok(Some(arguments)) => requests.push(arguments),
+            match parser.next_request_with_bytes(&mut input) {
+                Ok(Some((arguments, wire))) => {
+                    requests.push(arguments);
+                    wires.push(wire);
+                }
                 Ok(None) => break,
                 Err(error) => {
                     broken = Some(error);
@@ -182,7 +188,11 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                 .collect();
             if !run.is_empty() {
                 let replies = client
-                    .pipeline(&run, &requests[next..next + run.len()])
+                    .pipeline(
+                        &run,
+                        &requests[next..next + run.len()],
+                        &wires[next..next + run.len()],
+                    )
                     .await;
                 for reply in &replies {
                     match reply {
@@ -258,6 +268,7 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
                     output = BytesMut::with_capacity(16 * 1024);
                     client.reset().await;
                     requests = after;
+                    wires = vec![None; requests.len()];
                     next = 0;
                     continue;
                 }
@@ -286,6 +297,7 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
         }
         let full = requests.len() >= depth;
         requests.clear();
+        wires.clear();
         if let Some(error) = broken {
             resp::encode(
                 &Frame::error_owned(format!("ERR {error}")),
@@ -322,6 +334,31 @@ enum Sent {
     Shared(tokio::sync::oneshot::Receiver<pool::Outcome>),
     /// On the client's own connection: read them from there.
     Own(Result<(), Failure>),
+}
+
+/// A node's share of a pipeline as one buffer: each request's bytes as the
+/// client sent them, or encoded again when the parser kept none.
+fn share_wire(indexes: &[usize], requests: &[Vec<Bytes>], wires: &[Option<Bytes>]) -> Vec<u8> {
+    let size: usize = indexes
+        .iter()
+        .map(|index| match &wires[*index] {
+            Some(wire) => wire.len(),
+            None => {
+                16 + requests[*index]
+                    .iter()
+                    .map(|argument| argument.len() + 16)
+                    .sum::<usize>()
+            }
+        })
+        .sum();
+    let mut wire = Vec::with_capacity(size);
+    for index in indexes {
+        match &wires[*index] {
+            Some(bytes) => wire.extend_from_slice(bytes),
+            None => super::upstream::encode_request(&requests[*index], &mut wire),
+        }
+    }
+    wire
 }
 
 /// Scripts and functions: they may run long, so they stay off shared links.
@@ -503,6 +540,7 @@ impl Client {
         &mut self,
         run: &[(u16, &'static CommandSpec)],
         requests: &[Vec<Bytes>],
+        wires: &[Option<Bytes>],
     ) -> Vec<Reply> {
         let mut shares: Vec<(&str, Vec<usize>)> = Vec::new();
         let mut replies: Vec<Option<Reply>> = vec![None; run.len()];
@@ -525,9 +563,10 @@ impl Client {
         // long, so it keeps to the client's own connection.
         let mut sent = Vec::with_capacity(shares.len());
         for (address, indexes) in &shares {
-            let batch: Vec<&[Bytes]> = indexes.iter().map(|index| &requests[*index][..]).collect();
             let scripted = indexes.iter().any(|index| is_script(run[*index].1));
             if scripted {
+                let batch: Vec<&[Bytes]> =
+                    indexes.iter().map(|index| &requests[*index][..]).collect();
                 sent.push(Sent::Own(self.upstreams.send(address, &batch).await));
             } else {
                 let reads_only = indexes.iter().all(|index| {
@@ -539,20 +578,31 @@ impl Client {
                     pool::Lane::Read => &self.router.pool,
                     pool::Lane::Write(_) => &*self.router.write_pool,
                 };
-                let receiver = pool.submit(address, self.protocol, lane, &batch);
+                let wire = share_wire(indexes, requests, wires);
+                let receiver = pool.submit(address, self.protocol, lane, wire, indexes.len());
                 sent.push(Sent::Shared(receiver));
             }
         }
         for ((address, indexes), sent) in shares.iter().zip(sent) {
-            let (received, failure) = match sent {
-                Sent::Shared(receiver) => pool::outcome(receiver).await,
-                Sent::Own(Ok(())) => self.upstreams.receive_raw(address, indexes.len()).await,
-                Sent::Own(Err(failure)) => (Vec::new(), Some(failure)),
+            let (answered, failure) = match sent {
+                Sent::Shared(receiver) => {
+                    let outcome = pool::outcome(receiver).await;
+                    for (index, reply) in indexes.iter().zip(outcome.each()) {
+                        replies[*index] = Some(Reply::Raw(reply));
+                    }
+                    (outcome.count, outcome.failure)
+                }
+                Sent::Own(Ok(())) => {
+                    let (received, failure) =
+                        self.upstreams.receive_raw(address, indexes.len()).await;
+                    let answered = received.len();
+                    for (index, reply) in indexes.iter().zip(received) {
+                        replies[*index] = Some(Reply::Raw(reply));
+                    }
+                    (answered, failure)
+                }
+                Sent::Own(Err(failure)) => (0, Some(failure)),
             };
-            let answered = received.len();
-            for (index, reply) in indexes.iter().zip(received) {
-                replies[*index] = Some(Reply::Raw(reply));
-            }
             if let Some(failure) = failure {
                 // Nothing unanswered was run when connecting failed; after
                 // a failed write or read, only reads are retried.

@@ -28,9 +28,35 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-/// A job's replies (as the node sent them), and the failure that stopped
-/// the rest, if any.
-pub type Outcome = (Vec<Bytes>, Option<Failure>);
+/// A job's replies: the bytes the node sent for them, back to back, how
+/// many replies those are, and the failure that stopped the rest, if any.
+#[derive(Debug)]
+pub struct Outcome {
+    pub replies: Bytes,
+    pub count: usize,
+    pub failure: Option<Failure>,
+}
+
+impl Outcome {
+    fn failed(replies: Bytes, count: usize, failure: Failure) -> Outcome {
+        Outcome {
+            replies,
+            count,
+            failure: Some(failure),
+        }
+    }
+
+    /// The replies one by one (each as the node sent it).
+    pub fn each(&self) -> impl Iterator<Item = Bytes> + '_ {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let length = resp::reply_length(&self.replies[at..]).ok().flatten()?;
+            at += length;
+            Some(self.replies.slice(at - length..at))
+        })
+        .take(self.count)
+    }
+}
 
 /// Bytes one write may gather from waiting jobs.
 const MAX_WRITE_BYTES: usize = 256 * 1024;
@@ -87,36 +113,19 @@ impl Pool {
         }
     }
 
-    /// Queues `requests` for `address` and returns where their replies will
-    /// arrive. Never waits: several nodes' shares go out before any reply is
-    /// awaited.
+    /// Queues `count` requests, encoded in `wire`, for `address` and returns
+    /// where their replies will arrive. Never waits: several nodes' shares go
+    /// out before any reply is awaited.
     pub fn submit(
         &self,
         address: &str,
         protocol: Protocol,
         lane: Lane,
-        requests: &[&[Bytes]],
+        wire: Vec<u8>,
+        count: usize,
     ) -> oneshot::Receiver<Outcome> {
-        // Room for the arguments and their headers, so encoding rarely grows it.
-        let size: usize = requests
-            .iter()
-            .map(|arguments| {
-                16 + arguments
-                    .iter()
-                    .map(|argument| argument.len() + 16)
-                    .sum::<usize>()
-            })
-            .sum();
-        let mut wire = Vec::with_capacity(size);
-        for arguments in requests {
-            upstream::encode_request(arguments, &mut wire);
-        }
         let (done, receiver) = oneshot::channel();
-        let mut job = Job {
-            wire,
-            count: requests.len(),
-            done,
-        };
+        let mut job = Job { wire, count, done };
         let kind = LinkKind {
             resp3: protocol == Protocol::Resp3,
             lane,
@@ -152,9 +161,10 @@ impl Pool {
                 }
             }
         }
-        let _ = job.done.send((
-            Vec::new(),
-            Some(Failure::Connect("no usable connection".to_string())),
+        let _ = job.done.send(Outcome::failed(
+            Bytes::new(),
+            0,
+            Failure::Connect("no usable connection".to_string()),
         ));
         receiver
     }
@@ -164,9 +174,10 @@ impl Pool {
 pub async fn outcome(receiver: oneshot::Receiver<Outcome>) -> Outcome {
     match receiver.await {
         Ok(outcome) => outcome,
-        Err(_) => (
-            Vec::new(),
-            Some(Failure::Io("connection task ended".to_string())),
+        Err(_) => Outcome::failed(
+            Bytes::new(),
+            0,
+            Failure::Io("connection task ended".to_string()),
         ),
     }
 }
@@ -217,7 +228,9 @@ async fn run(
 fn refuse_waiting(jobs: &mut mpsc::UnboundedReceiver<Job>, failure: Failure) {
     jobs.close();
     while let Ok(job) = jobs.try_recv() {
-        let _ = job.done.send((Vec::new(), Some(failure.clone())));
+        let _ = job
+            .done
+            .send(Outcome::failed(Bytes::new(), 0, failure.clone()));
     }
 }
 
@@ -234,7 +247,7 @@ async fn write_jobs(
     while let Some(first) = jobs.recv().await {
         if !alive.load(Ordering::Acquire) {
             let failure = Failure::Connect("the node connection closed".to_string());
-            let _ = first.done.send((Vec::new(), Some(failure)));
+            let _ = first.done.send(Outcome::failed(Bytes::new(), 0, failure));
             return;
         }
         wire.clear();
@@ -244,7 +257,7 @@ async fn write_jobs(
             if let Err(mpsc::error::SendError((_, done))) = pending.send((job.count, job.done)) {
                 // The reader is gone: nothing of this job was sent.
                 let failure = Failure::Connect("the node connection closed".to_string());
-                let _ = done.send((Vec::new(), Some(failure)));
+                let _ = done.send(Outcome::failed(Bytes::new(), 0, failure));
                 return;
             }
             if wire.len() < MAX_WRITE_BYTES {
@@ -262,10 +275,13 @@ async fn write_jobs(
     }
 }
 
-/// A job being answered: replies so far, out of `count`.
+/// A job being answered: `answered` of its `count` replies are complete,
+/// taking the first `length` bytes of the reader's buffer (the job at the
+/// front of the queue only).
 struct Waiting {
     count: usize,
-    replies: Vec<Bytes>,
+    answered: usize,
+    length: usize,
     done: oneshot::Sender<Outcome>,
 }
 
@@ -283,7 +299,8 @@ fn register(
     }
     queue.push_back(Waiting {
         count,
-        replies: Vec::with_capacity(count),
+        answered: 0,
+        length: 0,
         done,
     });
 }
@@ -308,16 +325,23 @@ async fn read_replies(
         while let Ok((count, done)) = waiting_jobs.try_recv() {
             register(&mut queue, deadline.as_mut(), limit, count, done);
         }
-        // Hand out every complete reply.
+        // Hand out every job whose replies are complete, in one piece.
         while let Some(front) = queue.front_mut() {
-            match resp::reply_length(&buffer) {
+            if front.answered == front.count {
+                let replies = buffer.split_to(front.length).freeze();
+                if let Some(answered) = queue.pop_front() {
+                    let _ = answered.done.send(Outcome {
+                        replies,
+                        count: answered.count,
+                        failure: None,
+                    });
+                }
+                continue;
+            }
+            match resp::reply_length(&buffer[front.length..]) {
                 Ok(Some(length)) => {
-                    front.replies.push(buffer.split_to(length).freeze());
-                    if front.replies.len() == front.count {
-                        if let Some(answered) = queue.pop_front() {
-                            let _ = answered.done.send((answered.replies, None));
-                        }
-                    }
+                    front.length += length;
+                    front.answered += 1;
                 }
                 Ok(None) => break,
                 Err(error) => break 'link error.to_string(),
@@ -326,7 +350,9 @@ async fn read_replies(
         if queue.is_empty() && !buffer.is_empty() {
             break 'link "a reply nobody asked for".to_string();
         }
-        if buffer.len() > upstream::MAX_REPLY_BYTES {
+        // The reply being read, past those of the front job already complete.
+        let reading = buffer.len() - queue.front().map_or(0, |front| front.length);
+        if reading > upstream::MAX_REPLY_BYTES {
             break 'link "reply too large".to_string();
         }
         tokio::select! {
@@ -353,10 +379,88 @@ async fn read_replies(
     alive.store(false, Ordering::Release);
     let failure = Failure::Io(reason);
     for job in queue {
-        let _ = job.done.send((job.replies, Some(failure.clone())));
+        // Only the front job can have complete replies.
+        let replies = buffer.split_to(job.length.min(buffer.len())).freeze();
+        let _ = job
+            .done
+            .send(Outcome::failed(replies, job.answered, failure.clone()));
     }
     waiting_jobs.close();
     while let Ok((_, done)) = waiting_jobs.try_recv() {
-        let _ = done.send((Vec::new(), Some(failure.clone())));
+        let _ = done.send(Outcome::failed(Bytes::new(), 0, failure.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A node stand-in: reads `expect` request bytes, then sends `replies`
+    /// in the given pieces, a little apart, then closes.
+    async fn node(expect: usize, pieces: Vec<&'static [u8]>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; expect];
+            stream.read_exact(&mut request).await.unwrap();
+            for piece in pieces {
+                stream.write_all(piece).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        address
+    }
+
+    fn wire(requests: &[&[u8]]) -> Vec<u8> {
+        requests.concat()
+    }
+
+    #[tokio::test]
+    async fn a_job_gets_its_replies_whole_however_they_arrive() {
+        let get = b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n".as_slice();
+        let address = node(
+            3 * get.len(),
+            vec![b"$1\r\nx", b"\r\n:4", b"2\r\n-MOVED 1 h:1\r", b"\n"],
+        )
+        .await;
+        let pool = Pool::new(Duration::from_secs(5));
+        let first = pool.submit(&address, Protocol::Resp2, Lane::Read, wire(&[get, get]), 2);
+        let second = pool.submit(&address, Protocol::Resp2, Lane::Read, wire(&[get]), 1);
+        let first = outcome(first).await;
+        assert!(first.failure.is_none(), "{:?}", first.failure);
+        let replies: Vec<Bytes> = first.each().collect();
+        assert_eq!(
+            replies,
+            vec![Bytes::from("$1\r\nx\r\n"), Bytes::from(":42\r\n")]
+        );
+        let second = outcome(second).await;
+        assert_eq!(
+            second.each().collect::<Vec<_>>(),
+            vec![Bytes::from("-MOVED 1 h:1\r\n")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_lost_mid_job_keeps_the_replies_that_came() {
+        let get = b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n".as_slice();
+        let address = node(3 * get.len(), vec![b"+OK\r\n$3\r\nab"]).await;
+        let pool = Pool::new(Duration::from_secs(5));
+        let job = pool.submit(
+            &address,
+            Protocol::Resp2,
+            Lane::Read,
+            wire(&[get, get, get]),
+            3,
+        );
+        let job = outcome(job).await;
+        assert_eq!(job.count, 1);
+        assert_eq!(job.each().collect::<Vec<_>>(), vec![Bytes::from("+OK\r\n")]);
+        assert!(
+            matches!(job.failure, Some(Failure::Io(_))),
+            "{:?}",
+            job.failure
+        );
     }
 }
