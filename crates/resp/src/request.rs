@@ -126,9 +126,10 @@ impl RequestParser {
     /// bytes when it is a multibulk request that arrived whole and in
     /// canonical form (every header and argument ended by `\r\n`): a proxy
     /// can then pass it on without encoding it again. The arguments are views
-    /// of those bytes. Otherwise (inline commands, a request that arrived in
-    /// pieces or bends the framing) the bytes are `None` and the arguments
-    /// are what `next_request` gives, with its errors.
+    /// of those bytes. Otherwise (inline commands, a request that was not
+    /// whole when first looked at past its header line, one that bends the
+    /// framing) the bytes are `None` and the arguments are what
+    /// `next_request` gives, with its errors.
     pub fn next_request_with_bytes(
         &mut self,
         buffer: &mut BytesMut,
@@ -167,7 +168,10 @@ impl RequestParser {
             return None;
         }
         let (count, mut at) = canonical_line(buffer, 1)?;
-        if count <= 0 || count as u64 > self.limits.max_multibulk_length as u64 {
+        if count <= 0
+            || count > i64::from(i32::MAX)
+            || count as u64 > self.limits.max_multibulk_length as u64
+        {
             return None;
         }
         // Every argument takes at least 6 bytes (`$0\r\n\r\n`): a count the
@@ -184,7 +188,7 @@ impl RequestParser {
                 return None;
             }
             let end = start.checked_add(length as usize)?;
-            if buffer.get(end..end + 2)? != b"\r\n" {
+            if buffer.get(end..)?.get(..2)? != b"\r\n" {
                 return None;
             }
             at = end + 2;

@@ -46,11 +46,16 @@ impl Outcome {
         }
     }
 
-    /// The replies one by one (each as the node sent it).
+    /// The replies one by one (each as the node sent it). A lone reply is
+    /// not parsed again.
     pub fn each(&self) -> impl Iterator<Item = Bytes> + '_ {
         let mut at = 0;
         std::iter::from_fn(move || {
-            let length = resp::reply_length(&self.replies[at..]).ok().flatten()?;
+            let rest = &self.replies[at..];
+            let length = match self.count {
+                1 if !rest.is_empty() => rest.len(),
+                _ => resp::reply_length(rest).ok().flatten()?,
+            };
             at += length;
             Some(self.replies.slice(at - length..at))
         })
