@@ -480,6 +480,31 @@ fn freezing_a_dropped_slot_again_keeps_it_dropped() {
     panic!("slot 0's leader never held still");
 }
 
+/// Sends `commands` as one pipeline to slot 0's leader and reads their
+/// replies. None when any failed (leadership moved under the test): slot 0
+/// (of shard 1) is then served again, so the caller starts over.
+fn on_slot_0_leader(
+    cluster: &Cluster,
+    commands: &[&[&[u8]]],
+) -> Option<(slotraft_tests::support::Raw, Vec<resp::Frame>)> {
+    use crate::t70_router::{leader_of, read_replies};
+    let leader = leader_of(cluster, 0);
+    let mut raw = slotraft_tests::support::Raw::connect(cluster.members[leader].port);
+    for command in commands {
+        raw.command(command);
+    }
+    let replies = read_replies(&mut raw, commands.len());
+    if replies
+        .iter()
+        .any(|reply| matches!(reply, resp::Frame::Error(_)))
+    {
+        raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
+        std::thread::sleep(Duration::from_millis(200));
+        return None;
+    }
+    Some((raw, replies))
+}
+
 /// A slot being copied while it takes writes (SLOT-STATE 3) records the keys
 /// that change: EXPORT-CHANGES returns exactly those, the present ones with
 /// their payload and the deleted ones as gone, and names the slot untracked
@@ -487,9 +512,8 @@ fn freezing_a_dropped_slot_again_keeps_it_dropped() {
 /// first), so that the admin copies it whole then.
 #[test]
 fn a_slot_copied_under_writes_records_what_changed() {
-    use crate::t70_router::{leader_of, read_replies, tag_for_slot};
+    use crate::t70_router::{read_replies, tag_for_slot};
     use resp::Frame;
-    use slotraft_tests::support::Raw;
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
     let tag = tag_for_slot(0);
     let [a, b, c, d] = ["a", "b", "c", "d"].map(|name| format!("{{{tag}}}{name}"));
@@ -497,8 +521,6 @@ fn a_slot_copied_under_writes_records_what_changed() {
     let slot_list =
         |slots: &[i64]| Frame::Array(slots.iter().map(|s| Frame::Integer(*s)).collect());
     for _ in 0..50 {
-        let leader = leader_of(&cluster, 0);
-        let mut raw = Raw::connect(cluster.members[leader].port);
         let commands: [&[&[u8]]; 10] = [
             &[b"SET", a.as_bytes(), b"1"],
             &[b"SET", b.as_bytes(), b"2"],
@@ -513,17 +535,9 @@ fn a_slot_copied_under_writes_records_what_changed() {
             &[b"SET", d.as_bytes(), b"4", b"PX", b"100000"],
             &[b"SLOTRAFT", b"EXPORT-CHANGES", b"1", b"0", b"", b"100"],
         ];
-        for command in commands {
-            raw.command(command);
-        }
-        let replies = read_replies(&mut raw, 10);
-        if replies.iter().any(|reply| matches!(reply, Frame::Error(_))) {
-            // Leadership moved under the test: serve the slot again and
-            // start over on the new leader.
-            raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
-            std::thread::sleep(Duration::from_millis(200));
+        let Some((mut raw, replies)) = on_slot_0_leader(&cluster, &commands) else {
             continue;
-        }
+        };
         let Frame::Array(export) = &replies[5] else {
             panic!("EXPORT answered {:?}", replies[5]);
         };
@@ -602,29 +616,20 @@ fn a_slot_copied_under_writes_records_what_changed() {
 /// deletes nothing.
 #[test]
 fn keys_left_in_a_closed_slot_are_reclaimed() {
-    use crate::t70_router::{leader_of, read_replies, tag_for_slot};
+    use crate::t70_router::{read_replies, tag_for_slot};
     use resp::Frame;
-    use slotraft_tests::support::Raw;
     let cluster = Cluster::start(3, &["--replicas", "3"], &[]);
     let key = format!("{{{}}}k", tag_for_slot(0));
     for _ in 0..50 {
-        let leader = leader_of(&cluster, 0);
-        let mut raw = Raw::connect(cluster.members[leader].port);
         let commands: [&[&[u8]]; 4] = [
             &[b"SET", key.as_bytes(), b"1"],
             &[b"SLOTRAFT", b"DROP-SLOT", b"1", b"0", b"5000"],
             &[b"GET", key.as_bytes()],
             &[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"2"],
         ];
-        for command in commands {
-            raw.command(command);
-        }
-        let replies = read_replies(&mut raw, 4);
-        if replies.iter().any(|reply| matches!(reply, Frame::Error(_))) {
-            raw.command(&[b"SLOTRAFT", b"SLOT-STATE", b"1", b"0", b"0"]);
-            std::thread::sleep(Duration::from_millis(200));
+        let Some((mut raw, replies)) = on_slot_0_leader(&cluster, &commands) else {
             continue;
-        }
+        };
         assert_eq!(
             replies[..3],
             [
