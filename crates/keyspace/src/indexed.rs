@@ -161,6 +161,33 @@ impl<E: Keyed> IndexedTable<E> {
         }
     }
 
+    /// Where a lookup of `key` starts: its tag and home slot. Reads no
+    /// memory of the table but its size (see [`Prefetch`]).
+    fn home(&self, key: &[u8]) -> Option<(u32, usize)> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let tag = tag_of(key);
+        Some((tag, tag as usize & (self.slots.len() - 1)))
+    }
+
+    /// Loads the slot at `index` (the first step of a prefetch).
+    fn touch_slot(&self, index: usize) -> u64 {
+        self.slots.get(index).copied().unwrap_or(EMPTY)
+    }
+
+    /// Loads the entry the slot at `index` names if it carries `tag` (the
+    /// second step of a prefetch: the slot is in the cache by then).
+    fn touch_entry(&self, tag: u32, index: usize) -> usize {
+        match self.slots.get(index) {
+            Some(&slot) if slot != EMPTY && slot_tag(slot) == tag => self
+                .entries
+                .get(slot_position(slot))
+                .map_or(0, |entry| entry.key().len()),
+            _ => 0,
+        }
+    }
+
     /// Appends an entry whose key is absent; false (nothing stored) when the
     /// table is full.
     pub fn push_new(&mut self, entry: E) -> bool {
@@ -276,6 +303,71 @@ impl<E: Keyed> IndexedTable<E> {
     }
 }
 
+/// Lookups to come in several tables, whose memory is requested together so
+/// that the cache misses overlap: a lookup in a large table misses twice in a
+/// row (its slot, then the entry the slot names), and a pipeline of lookups
+/// would otherwise pay each pair after the other. [`Prefetch::add`] computes
+/// each key's home slot; [`Prefetch::run`] loads every slot, then every entry
+/// they name. Nothing observable changes.
+pub struct Prefetch<'t, E> {
+    homes: [(Option<&'t IndexedTable<E>>, u32, usize); PREFETCH_LOOKUPS],
+    count: usize,
+}
+
+/// Most lookups one [`Prefetch`] holds; more are not prefetched (the memory
+/// of the first ones would be out of the cache again by the time they run).
+pub const PREFETCH_LOOKUPS: usize = 64;
+
+impl<'t, E: Keyed> Prefetch<'t, E> {
+    pub fn new() -> Self {
+        Prefetch {
+            homes: [(None, 0, 0); PREFETCH_LOOKUPS],
+            count: 0,
+        }
+    }
+
+    /// Notes a lookup of `key` in `table`; false once full.
+    pub fn add(&mut self, table: &'t IndexedTable<E>, key: &[u8]) -> bool {
+        if self.count == PREFETCH_LOOKUPS {
+            return false;
+        }
+        if let Some((tag, index)) = table.home(key) {
+            self.homes[self.count] = (Some(table), tag, index);
+            self.count += 1;
+        }
+        true
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Requests the memory of every lookup noted. The loads of each step are
+    /// independent of one another, so the processor keeps them in flight
+    /// together.
+    pub fn run(&self) {
+        let homes = &self.homes[..self.count];
+        let mut touched = 0u64;
+        for (table, _, index) in homes {
+            if let Some(table) = table {
+                touched ^= table.touch_slot(*index);
+            }
+        }
+        for (table, tag, index) in homes {
+            if let Some(table) = table {
+                touched ^= table.touch_entry(*tag, *index) as u64;
+            }
+        }
+        std::hint::black_box(touched);
+    }
+}
+
+impl<E: Keyed> Default for Prefetch<'_, E> {
+    fn default() -> Self {
+        Prefetch::new()
+    }
+}
+
 /// Slots for `len` entries: at most half full, never below the minimum.
 fn slot_count_for(len: usize) -> usize {
     if len == 0 {
@@ -300,6 +392,44 @@ mod tests {
 
     fn item(index: u32) -> Item {
         Item(format!("member:{index}").into_bytes())
+    }
+
+    /// A prefetch's two steps reach the entry of a key that sits in its
+    /// home slot (most keys, the index being at most half full), and nothing
+    /// for an absent one; the table is unchanged.
+    #[test]
+    fn a_prefetch_reaches_the_entries_it_looks_up() {
+        let mut table = IndexedTable::new();
+        for index in 0..1000 {
+            assert!(table.push_new(item(index)));
+        }
+        let copy = table.clone();
+        let mut reached = 0;
+        for index in 0..1000 {
+            let key = item(index).0;
+            let (tag, home) = table.home(&key).unwrap();
+            table.touch_slot(home);
+            let at_home = slot_position(table.slots[home]) == table.find(&key).unwrap();
+            let length = table.touch_entry(tag, home);
+            if at_home {
+                assert_eq!(length, key.len(), "{index}");
+                reached += 1;
+            }
+        }
+        assert!(reached > 500, "only {reached} of 1000 keys were at home");
+        let (tag, home) = table.home(b"absent").unwrap();
+        assert_eq!(table.touch_entry(tag, home), 0);
+        let mut prefetch = Prefetch::new();
+        for index in 0..(PREFETCH_LOOKUPS as u32 + 10) {
+            let key = item(index).0;
+            assert_eq!(
+                prefetch.add(&table, &key),
+                (index as usize) < PREFETCH_LOOKUPS
+            );
+        }
+        prefetch.run();
+        assert!(Prefetch::<Item>::new().is_empty());
+        assert!(table == copy && table.slots == copy.slots);
     }
 
     #[test]

@@ -852,6 +852,63 @@ impl Keyspace {
         }
     }
 
+    /// Warms the cache for the member lookups of a batch's set and hash
+    /// commands (SADD, SISMEMBER, HSET, HGET, ...), as
+    /// [`Keyspace::prefetch`] does for their keys: in a large set or hash
+    /// each lookup misses the cache twice in a row, and a pipeline's lookups
+    /// then overlap instead (see [`crate::indexed::Prefetch`]). Run after the
+    /// keys' prefetch, which brings in the values. Changes nothing.
+    pub fn prefetch_members<'a>(
+        &self,
+        db: usize,
+        requests: impl Iterator<Item = (&'static crate::CommandSpec, &'a [Bytes])> + Clone,
+    ) {
+        use crate::hash::HashValue;
+        use crate::indexed::Prefetch;
+        use crate::set::SetValue;
+        let Some(db) = self.dbs.get(db) else {
+            return;
+        };
+        // A lone lookup is made right away anyway.
+        let mut lookups = requests
+            .clone()
+            .flat_map(|(spec, arguments)| member_arguments(spec, arguments));
+        if lookups.nth(1).is_none() {
+            return;
+        }
+        let mut sets = Prefetch::new();
+        let mut hashes = Prefetch::new();
+        // The value of the key looked up last: a pipeline often addresses one.
+        let mut last: Option<(&[u8], Option<&Value>)> = None;
+        'requests: for (spec, arguments) in requests {
+            let mut members = member_arguments(spec, arguments).peekable();
+            if members.peek().is_none() {
+                continue;
+            }
+            let key = &arguments[1][..];
+            let value = match last {
+                Some((known, value)) if known == key => value,
+                _ => {
+                    let value = db.peek_stored(key).map(|entry| &entry.value);
+                    last = Some((key, value));
+                    value
+                }
+            };
+            for member in members {
+                let room = match value {
+                    Some(Value::Set(SetValue::Table(table))) => sets.add(table, member),
+                    Some(Value::Hash(HashValue::Table(table))) => hashes.add(table, member),
+                    _ => continue 'requests,
+                };
+                if !room {
+                    break 'requests;
+                }
+            }
+        }
+        sets.run();
+        hashes.run();
+    }
+
     /// Total expired-and-deleted keys across databases.
     pub fn expired_keys(&self) -> u64 {
         self.dbs.iter().map(|db| db.expired_keys).sum()
@@ -875,6 +932,33 @@ impl Keyspace {
     pub fn lfu_counter(&self, entry: &Entry, context: &Context) -> u32 {
         lfu_decayed_counter(&self.config, entry.access, context)
     }
+}
+
+/// The members (sets) or fields (hashes) a command looks up in the value of
+/// its key, `arguments[1]`; none for other commands.
+fn member_arguments<'a>(
+    spec: &crate::CommandSpec,
+    arguments: &'a [Bytes],
+) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let (first, step, all) = match spec.name {
+        "sadd" | "srem" | "smismember" | "hmget" | "hdel" => (2, 1, true),
+        "hset" | "hmset" => (2, 2, true),
+        "sismember" | "hget" | "hsetnx" | "hexists" | "hstrlen" | "hincrby" | "hincrbyfloat" => {
+            (2, 1, false)
+        }
+        _ => (arguments.len(), 1, false),
+    };
+    let end = if all {
+        arguments.len()
+    } else {
+        (first + 1).min(arguments.len())
+    };
+    arguments
+        .get(first.min(end)..end)
+        .unwrap_or_default()
+        .iter()
+        .step_by(step)
+        .map(|member| &member[..])
 }
 
 fn lru_clock(context: &Context) -> u32 {
@@ -943,6 +1027,88 @@ fn next_access(config: &KeyspaceConfig, access: u32, now_ms: u64, rng: &mut Rng)
 mod tests {
     use crate::testing::{Harness, START_MS};
     use resp::Frame;
+
+    fn words(line: &str) -> Vec<bytes::Bytes> {
+        line.split(' ')
+            .map(|word| bytes::Bytes::copy_from_slice(word.as_bytes()))
+            .collect()
+    }
+
+    /// The member prefetch asks for exactly what each command looks up in
+    /// its key's value: members, fields (not HSET's values), nothing else.
+    #[test]
+    fn the_member_prefetch_names_the_looked_up_members() {
+        let cases = [
+            ("SADD s a b c", vec!["a", "b", "c"]),
+            ("SREM s a", vec!["a"]),
+            ("SMISMEMBER s a b", vec!["a", "b"]),
+            ("SISMEMBER s a", vec!["a"]),
+            ("HSET h f1 v1 f2 v2", vec!["f1", "f2"]),
+            ("HMSET h f1 v1", vec!["f1"]),
+            ("HGET h f", vec!["f"]),
+            ("HMGET h f g", vec!["f", "g"]),
+            ("HDEL h f g", vec!["f", "g"]),
+            ("HSETNX h f v", vec!["f"]),
+            ("HINCRBY h f 1", vec!["f"]),
+            ("HINCRBYFLOAT h f 1.5", vec!["f"]),
+            ("HEXISTS h f", vec!["f"]),
+            ("HSTRLEN h f", vec!["f"]),
+            ("GET k", vec![]),
+            ("SMEMBERS s", vec![]),
+            ("HGETALL h", vec![]),
+            ("ZADD z 1 a", vec![]),
+        ];
+        for (line, expected) in cases {
+            let arguments = words(line);
+            let spec = crate::commands::resolve(&arguments).unwrap();
+            let found: Vec<&[u8]> = super::member_arguments(spec, &arguments).collect();
+            let expected: Vec<&[u8]> = expected.iter().map(|word| word.as_bytes()).collect();
+            assert_eq!(found, expected, "{line}");
+        }
+    }
+
+    /// Prefetching changes nothing, whatever the batch holds: large and
+    /// small sets and hashes, missing keys, other types, more lookups than
+    /// one prefetch takes.
+    #[test]
+    fn the_member_prefetch_changes_nothing() {
+        let mut h = Harness::new();
+        for index in 0..2_000 {
+            let member = format!("member:{index}");
+            h.run(&["SADD", "big-set", &member]);
+            h.run(&["HSET", "big-hash", &member, "v"]);
+        }
+        h.run(&["SADD", "small-set", "a", "b"]);
+        h.run(&["HSET", "small-hash", "f", "v"]);
+        h.set("string", "v");
+        let mut lines: Vec<String> = [
+            "SADD big-set member:1 member:2 absent",
+            "SISMEMBER big-set member:5",
+            "HSET big-hash member:3 x member:4 y",
+            "HGET big-hash member:7",
+            "HMGET big-hash member:8 absent member:9",
+            "SADD small-set c",
+            "HGET small-hash f",
+            "SISMEMBER string v",
+            "HGET missing f",
+            "GET string",
+        ]
+        .iter()
+        .map(|line| line.to_string())
+        .collect();
+        lines.extend((0..100).map(|index| format!("SISMEMBER big-set member:{index}")));
+        let batch: Vec<Vec<bytes::Bytes>> = lines.iter().map(|line| words(line)).collect();
+        let requests: Vec<_> = batch
+            .iter()
+            .map(|arguments| (crate::commands::resolve(arguments).unwrap(), &arguments[..]))
+            .collect();
+        let before = crate::digest::digest(&h.keyspace, h.context.now_ms);
+        h.keyspace.prefetch_members(0, requests.iter().copied());
+        h.keyspace.prefetch_members(1, requests.iter().copied());
+        h.keyspace.prefetch_members(99, requests.iter().copied());
+        assert_eq!(crate::digest::digest(&h.keyspace, h.context.now_ms), before);
+        assert_eq!(h.run(&["SCARD", "big-set"]), Frame::Integer(2_000));
+    }
 
     /// Under LFU, writes count as accesses, as Redis's `lookupKeyWrite`
     /// does: a counter at its initial 5 grows by one for certain on the next

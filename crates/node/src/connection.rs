@@ -545,6 +545,9 @@ fn run_requests(
                 let store = store.get_or_insert_with(|| shared.store());
                 let all = [first, second].into_iter().chain(keys);
                 store.keyspace.prefetch(session.db, all);
+                store
+                    .keyspace
+                    .prefetch_members(session.db, keyed_requests(&batch));
             }
         }
         let mut requests = batch.drain(..);
@@ -769,6 +772,16 @@ const BATCH_REQUESTS: usize = 32;
 pub type Resolved = Result<&'static CommandSpec, Frame>;
 
 /// The keys of a keyspace command at fixed positions (its legacy key range).
+/// The batch's requests for keyspace commands, for the member prefetch.
+pub(crate) fn keyed_requests(
+    batch: &[(Vec<Bytes>, Resolved)],
+) -> impl Iterator<Item = (&'static CommandSpec, &[Bytes])> + Clone {
+    batch.iter().filter_map(|(arguments, resolved)| {
+        let spec = *resolved.as_ref().ok()?;
+        matches!(spec.handler, Handler::Keyspace(_)).then_some((spec, &arguments[..]))
+    })
+}
+
 pub(crate) fn fixed_keys<'a>(
     arguments: &'a [Bytes],
     resolved: &Resolved,

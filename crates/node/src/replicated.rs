@@ -1142,6 +1142,10 @@ fn prefetch_reads(
         state
             .keyspace
             .prefetch(db, [first, second].into_iter().chain(keys));
+        let following =
+            connection::keyed_requests(queued).take_while(|(next, _)| !next.through_log());
+        let requests = std::iter::once((spec, arguments)).chain(following);
+        state.keyspace.prefetch_members(db, requests);
     }
 }
 

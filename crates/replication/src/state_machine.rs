@@ -389,6 +389,11 @@ fn apply_op(state: &mut ShardState, now_ms: u64, seed: u64, op: &Op) -> Response
                         arguments.get(first).map(|key| &key[..])
                     });
                 state.keyspace.prefetch(context.db, first_keys);
+                let keyed = commands
+                    .iter()
+                    .zip(&resolved)
+                    .filter_map(|(arguments, spec)| Some((*spec.as_ref().ok()?, &arguments[..])));
+                state.keyspace.prefetch_members(context.db, keyed);
             }
             let mut replies = Vec::with_capacity(commands.len());
             for (arguments, resolved) in commands.iter().zip(resolved) {
