@@ -864,7 +864,7 @@ impl Keyspace {
         requests: impl Iterator<Item = (&'static crate::CommandSpec, &'a [Bytes])> + Clone,
     ) {
         use crate::hash::HashValue;
-        use crate::indexed::Prefetch;
+        use crate::indexed::{Prefetch, PREFETCH_LOOKUPS};
         use crate::set::SetValue;
         let Some(db) = self.dbs.get(db) else {
             return;
@@ -878,6 +878,9 @@ impl Keyspace {
         }
         let mut sets = Prefetch::new();
         let mut hashes = Prefetch::new();
+        // Sorted sets' members, in the order met: each run on one index
+        // is prefetched with the index's own prefetch.
+        let mut scored: Vec<(&crate::dict::Dict<f64>, &[u8])> = Vec::new();
         // The value of the key looked up last: a pipeline often addresses one.
         let mut last: Option<(&[u8], Option<&Value>)> = None;
         'requests: for (spec, arguments) in requests {
@@ -898,6 +901,14 @@ impl Keyspace {
                 let room = match value {
                     Some(Value::Set(SetValue::Table(table))) => sets.add(table, member),
                     Some(Value::Hash(HashValue::Table(table))) => hashes.add(table, member),
+                    Some(Value::ZSet(zset)) => match zset.member_index() {
+                        Some(index) if scored.len() < PREFETCH_LOOKUPS => {
+                            scored.push((index, member));
+                            true
+                        }
+                        Some(_) => false,
+                        None => continue 'requests,
+                    },
                     _ => continue 'requests,
                 };
                 if !room {
@@ -907,6 +918,9 @@ impl Keyspace {
         }
         sets.run();
         hashes.run();
+        for run in scored.chunk_by(|(one, _), (other, _)| std::ptr::eq(*one, *other)) {
+            run[0].0.prefetch(run.iter().map(|(_, member)| *member));
+        }
     }
 
     /// Total expired-and-deleted keys across databases.
@@ -941,11 +955,15 @@ fn member_arguments<'a>(
     arguments: &'a [Bytes],
 ) -> impl Iterator<Item = &'a [u8]> + 'a {
     let (first, step, all) = match spec.name {
-        "sadd" | "srem" | "smismember" | "hmget" | "hdel" => (2, 1, true),
+        "sadd" | "srem" | "smismember" | "hmget" | "hdel" | "zrem" | "zmscore" => (2, 1, true),
         "hset" | "hmset" => (2, 2, true),
-        "sismember" | "hget" | "hsetnx" | "hexists" | "hstrlen" | "hincrby" | "hincrbyfloat" => {
-            (2, 1, false)
-        }
+        "sismember" | "hget" | "hsetnx" | "hexists" | "hstrlen" | "hincrby" | "hincrbyfloat"
+        | "zscore" | "zrank" | "zrevrank" => (2, 1, false),
+        "zincrby" => (3, 1, false),
+        // Score-member pairs end the arguments and follow the options: the
+        // members are every second argument back from the last. An option
+        // may be taken for one, which costs a wasted prefetch only.
+        "zadd" if arguments.len() >= 4 => (3 + arguments.len() % 2, 2, true),
         _ => (arguments.len(), 1, false),
     };
     let end = if all {
@@ -1056,7 +1074,16 @@ mod tests {
             ("GET k", vec![]),
             ("SMEMBERS s", vec![]),
             ("HGETALL h", vec![]),
-            ("ZADD z 1 a", vec![]),
+            ("ZADD z 1 a", vec!["a"]),
+            ("ZADD z 1 a 2 b", vec!["a", "b"]),
+            ("ZADD z NX 1 a", vec!["a"]),
+            ("ZADD z XX CH 1 a 2 b", vec!["CH", "a", "b"]),
+            ("ZINCRBY z 2 a", vec!["a"]),
+            ("ZSCORE z a", vec!["a"]),
+            ("ZMSCORE z a b", vec!["a", "b"]),
+            ("ZREM z a b", vec!["a", "b"]),
+            ("ZRANK z a WITHSCORE", vec!["a"]),
+            ("ZRANGE z 0 -1", vec![]),
         ];
         for (line, expected) in cases {
             let arguments = words(line);
@@ -1077,7 +1104,9 @@ mod tests {
             let member = format!("member:{index}");
             h.run(&["SADD", "big-set", &member]);
             h.run(&["HSET", "big-hash", &member, "v"]);
+            h.run(&["ZADD", "big-zset", &index.to_string(), &member]);
         }
+        h.run(&["ZADD", "small-zset", "1", "a"]);
         h.run(&["SADD", "small-set", "a", "b"]);
         h.run(&["HSET", "small-hash", "f", "v"]);
         h.set("string", "v");
@@ -1092,11 +1121,17 @@ mod tests {
             "SISMEMBER string v",
             "HGET missing f",
             "GET string",
+            "ZADD big-zset 5 member:1 6 absent",
+            "ZADD big-zset NX CH 5 member:2",
+            "ZSCORE big-zset member:3",
+            "ZINCRBY small-zset 1 a",
+            "ZSCORE string v",
         ]
         .iter()
         .map(|line| line.to_string())
         .collect();
         lines.extend((0..100).map(|index| format!("SISMEMBER big-set member:{index}")));
+        lines.extend((0..100).map(|index| format!("ZSCORE big-zset member:{index}")));
         let batch: Vec<Vec<bytes::Bytes>> = lines.iter().map(|line| words(line)).collect();
         let requests: Vec<_> = batch
             .iter()

@@ -519,6 +519,17 @@ impl ZSetValue {
     }
 }
 
+impl ZSetValue {
+    /// The member index of the skiplist form (none for a listpack), for a
+    /// prefetch of the lookups to come.
+    pub fn member_index(&self) -> Option<&Dict<f64>> {
+        match &self.repr {
+            Repr::Skiplist(indexed) => Some(&indexed.index),
+            _ => None,
+        }
+    }
+}
+
 /// A skiplist-encoded set's structures.
 #[derive(Clone)]
 struct Indexed {
