@@ -158,6 +158,42 @@ fn a_write_is_timed_from_proposal_to_reply() {
         "a replicated write takes its commit round: {set:?}"
     );
     assert!(entries.iter().any(|entry| entry.3 == ["GET", "k"]));
+    // A threshold lowered in the same pipeline applies to the read behind
+    // it, arguments included (a read copies them only once it is slow).
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(1_000_000)
+        .query(&mut connection)
+        .unwrap();
+    let () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query(&mut connection)
+        .unwrap();
+    let _: ((), Option<String>, Vec<Option<String>>) = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .cmd("GET")
+        .arg("pipelined")
+        .cmd("MGET")
+        .arg("k")
+        .query(&mut connection)
+        .unwrap();
+    let entries: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(&mut connection)
+        .unwrap();
+    assert!(
+        entries.iter().any(|entry| entry.3 == ["GET", "pipelined"]),
+        "{entries:?}"
+    );
+    assert!(
+        entries.iter().any(|entry| entry.3 == ["MGET", "k"]),
+        "{entries:?}"
+    );
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut connection)

@@ -89,7 +89,9 @@ pub async fn process_input(
     output: &mut BytesMut,
 ) -> Flow {
     let mut commands_run = 0u64;
-    session.stats.track_replies();
+    session
+        .stats
+        .track_replies(shared.monitors.slower_than_us());
     let flow = run(
         shared,
         route,
@@ -270,6 +272,10 @@ async fn run(
                     }
                     let (reply, flow) = session::execute(shared, session, spec, &arguments);
                     parser.set_limits(connection::limits(shared));
+                    // CONFIG SET may have changed what the slow log takes.
+                    session
+                        .stats
+                        .track_replies(shared.monitors.slower_than_us());
                     if let Some(reply) = reply {
                         session.reply(output, &reply);
                     }
@@ -306,7 +312,7 @@ async fn run(
                     let shard = match route.target(spec, &arguments) {
                         Target::Local(replica) => replica,
                         Target::Reply(reply) => {
-                            session.reply(output, &reply);
+                            session.reply_to(output, &reply, &arguments);
                             continue;
                         }
                         Target::Unsharded => {
@@ -320,7 +326,7 @@ async fn run(
                                 spec,
                                 &arguments,
                             );
-                            session.reply(output, &reply);
+                            session.reply_to(output, &reply, &arguments);
                             continue;
                         }
                     };
@@ -353,7 +359,7 @@ async fn run(
                                     spec,
                                     &arguments,
                                 );
-                                session.reply(output, &reply);
+                                session.reply_to(output, &reply, &arguments);
                                 while let Some((arguments, Ok(next))) = requests.as_slice().first()
                                 {
                                     if !matches!(next.handler, Handler::Keyspace(_))
@@ -380,7 +386,7 @@ async fn run(
                                         next,
                                         &arguments,
                                     );
-                                    session.reply(output, &reply);
+                                    session.reply_to(output, &reply, &arguments);
                                 }
                             }
                             Some(Err(refusal)) => {
@@ -396,7 +402,7 @@ async fn run(
                                         &arguments,
                                     )
                                 });
-                                session.reply(output, &reply);
+                                session.reply_to(output, &reply, &arguments);
                             }
                             None => session.reply(output, &unreachable_reply()),
                         }

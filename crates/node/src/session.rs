@@ -186,6 +186,18 @@ impl Session {
     /// Appends a reply unless CLIENT REPLY says otherwise.
     pub fn reply(&mut self, output: &mut BytesMut, frame: &Frame) {
         self.stats.replied(frame);
+        self.write_reply(output, frame);
+    }
+
+    /// [`Session::reply`] to the request whose `arguments` are at hand: the
+    /// statistics copy them only for the slow log (see
+    /// [`crate::stats::LocalStats::replied_with`]).
+    pub fn reply_to(&mut self, output: &mut BytesMut, frame: &Frame, arguments: &[Bytes]) {
+        self.stats.replied_with(frame, Some(arguments));
+        self.write_reply(output, frame);
+    }
+
+    fn write_reply(&mut self, output: &mut BytesMut, frame: &Frame) {
         if self.skip_next {
             self.skip_next = false;
             return;

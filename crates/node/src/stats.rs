@@ -119,7 +119,11 @@ pub enum Outcome {
 /// A command a replica's connection sent whose reply is not written yet.
 struct Pending {
     spec: &'static CommandSpec,
-    arguments: Vec<Bytes>,
+    /// Kept for the slow log when the reply may come after the request's
+    /// arguments are gone (a write waits for its commit); a plain read is
+    /// answered while they are still at hand, and copies them only if it
+    /// turned out slow (see [`LocalStats::replied_with`]).
+    arguments: Option<Vec<Bytes>>,
     started_ticks: u64,
     outcome: Outcome,
 }
@@ -146,6 +150,9 @@ pub struct LocalStats {
     pub outcome: Outcome,
     /// Time commands by their replies (replicas).
     track: bool,
+    /// `slowlog-log-slower-than` when tracking began: whether a read's
+    /// arguments are worth copying.
+    slower_than_us: i64,
     pending: VecDeque<Pending>,
     finished: Vec<Finished>,
 }
@@ -157,6 +164,7 @@ impl Default for LocalStats {
             errors: Vec::new(),
             outcome: Outcome::Ran { failed: false },
             track: false,
+            slower_than_us: 0,
             pending: VecDeque::new(),
             finished: Vec::new(),
         }
@@ -164,9 +172,12 @@ impl Default for LocalStats {
 }
 
 impl LocalStats {
-    /// Commands are timed from [`LocalStats::start`] to their reply.
-    pub fn track_replies(&mut self) {
+    /// Commands are timed from [`LocalStats::start`] to their reply, and
+    /// those that take `slower_than_us` or longer (negative: none) are meant
+    /// for the slow log.
+    pub fn track_replies(&mut self, slower_than_us: i64) {
         self.track = true;
+        self.slower_than_us = slower_than_us;
     }
 
     /// A command begins (its reply comes later, in order).
@@ -178,9 +189,12 @@ impl LocalStats {
             if self.pending.len() >= MAX_PENDING {
                 self.pending.pop_front();
             }
+            let plain_read = matches!(spec.handler, keyspace::Handler::Keyspace(_))
+                && !spec.through_log()
+                && !spec.has(flags::BLOCKING);
             self.pending.push_back(Pending {
                 spec,
-                arguments: arguments.to_vec(),
+                arguments: (!plain_read).then(|| arguments.to_vec()),
                 started_ticks: clock::ticks(),
                 outcome: self.outcome,
             });
@@ -197,6 +211,13 @@ impl LocalStats {
 
     /// A reply was written: it ends the oldest command in flight.
     pub fn replied(&mut self, frame: &Frame) {
+        self.replied_with(frame, None);
+    }
+
+    /// [`LocalStats::replied`] for a reply written while the request's
+    /// `arguments` are at hand: a plain read copies them only if it was slow
+    /// enough for the slow log.
+    pub fn replied_with(&mut self, frame: &Frame, arguments: Option<&[Bytes]>) {
         let is_error = if let Frame::Error(text) = frame {
             self.error_reply(text);
             true
@@ -210,7 +231,7 @@ impl LocalStats {
             if let Outcome::Ran { failed } = &mut pending.outcome {
                 *failed |= is_error;
             }
-            self.finish(pending);
+            self.finish(pending, arguments);
         }
     }
 
@@ -218,15 +239,27 @@ impl LocalStats {
     /// is not its running time).
     pub fn blocked(&mut self) {
         if let Some(pending) = self.pending.pop_front() {
-            self.finish(pending);
+            self.finish(pending, None);
         }
     }
 
-    fn finish(&mut self, pending: Pending) {
+    fn finish(&mut self, pending: Pending, at_hand: Option<&[Bytes]>) {
         let duration_us = clock::ticks_to_micros(pending.started_ticks, clock::ticks());
+        let arguments = match pending.arguments {
+            Some(kept) => kept,
+            None if self.slower_than_us >= 0 && duration_us >= self.slower_than_us as u64 => {
+                match at_hand {
+                    Some(arguments) => arguments.to_vec(),
+                    // Answered by a path that no longer had them: the slow
+                    // log names the command.
+                    None => vec![Bytes::from_static(pending.spec.name.as_bytes())],
+                }
+            }
+            None => Vec::new(),
+        };
         self.finished.push(Finished {
             spec: pending.spec,
-            arguments: pending.arguments,
+            arguments,
             duration_us,
             outcome: pending.outcome,
         });
@@ -336,6 +369,11 @@ impl Monitors {
         while logs.slow.len() as u64 > slowlog_max_len {
             logs.slow.pop_back();
         }
+    }
+
+    /// `slowlog-log-slower-than` in microseconds (negative: nothing is logged).
+    pub fn slower_than_us(&self) -> i64 {
+        self.slower_than_us.load(Ordering::Relaxed)
     }
 
     /// Records one command that started at `started_ms` (Unix milliseconds)
