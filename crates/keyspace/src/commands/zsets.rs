@@ -629,6 +629,24 @@ fn parse_lenient_float(text: &[u8]) -> Option<f64> {
 
 /// The float spelled by all of `text` (no NaN).
 fn parse_float_body(text: &str) -> Option<f64> {
+    if text
+        .bytes()
+        .all(|byte| matches!(byte, b'0'..=b'9' | b'.' | b'+' | b'-' | b'e' | b'E'))
+    {
+        // Digits and signs only (the usual score): no infinity or NaN can be
+        // spelled, and case does not matter, so no lowercase copy is made.
+        let unsigned = text.trim_start_matches(['+', '-']);
+        if text.len() - unsigned.len() > 1 {
+            return None;
+        }
+        let value = unsigned.parse::<f64>().ok()?;
+        return Some(if text.starts_with('-') { -value } else { value });
+    }
+    parse_float_body_spelled(text)
+}
+
+/// [`parse_float_body`] for any text: `inf` and the like in any case.
+fn parse_float_body_spelled(text: &str) -> Option<f64> {
     let lower = text.to_ascii_lowercase();
     let unsigned = lower.trim_start_matches(['+', '-']);
     if lower.len() - unsigned.len() > 1 {
@@ -2148,6 +2166,65 @@ fn zscan(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) ->
 mod tests {
     use super::*;
     use crate::testing::Harness;
+
+    /// The digits-only shortcut reads every text as the general parse does:
+    /// signs, exponents, dots, overflow, and malformed texts alike.
+    #[test]
+    fn the_digit_shortcut_parses_as_the_general_float_parse() {
+        let alphabet = b"0123456789.+-eE";
+        let mut texts: Vec<String> = [
+            "1",
+            "-1",
+            "+1",
+            "--1",
+            "+-1",
+            "1.5",
+            ".5",
+            "5.",
+            ".",
+            "",
+            "-",
+            "+",
+            "1e5",
+            "1E5",
+            "1e-5",
+            "1e+5",
+            "1e",
+            "e1",
+            "1e999",
+            "-1e999",
+            "1e-999",
+            "0",
+            "-0",
+            "00012",
+            "1.2.3",
+            "1-2",
+            "1e5e5",
+            "9007199254740993",
+        ]
+        .iter()
+        .map(|text| text.to_string())
+        .collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let length = (state % 7) as usize;
+            let text: String = (0..length)
+                .map(|index| {
+                    let pick = (state >> (8 + index * 5)) as usize % alphabet.len();
+                    alphabet[pick] as char
+                })
+                .collect();
+            texts.push(text);
+        }
+        for text in &texts {
+            let fast = parse_float_body(text).map(f64::to_bits);
+            let general = parse_float_body_spelled(text).map(f64::to_bits);
+            assert_eq!(fast, general, "{text:?}");
+        }
+    }
 
     /// A lex range over members of different scores (undefined in Redis)
     /// answers the same on a set built member by member and on its copy
