@@ -828,11 +828,7 @@ impl ClusterNode {
 /// reply.
 pub async fn propose_op(metadata: &Replica, op: Op) -> Result<Frame, String> {
     let seed = lock(&metadata.group.state).rng.next_u64();
-    let request = Request {
-        now_ms: clock::unix_ms(),
-        seed,
-        op,
-    };
+    let request = Request::new(clock::unix_ms(), seed, op);
     let write = metadata
         .group
         .raft

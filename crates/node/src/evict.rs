@@ -166,11 +166,7 @@ async fn make_room_replicated(shared: &Shared, replica: &Replica, limit: &Limit)
         if keys.is_empty() {
             return true;
         }
-        let request = Request {
-            now_ms: clock::unix_ms(),
-            seed,
-            op: Op::Evict { keys },
-        };
+        let request = Request::new(clock::unix_ms(), seed, Op::Evict { keys });
         let write = replica
             .group
             .raft

@@ -393,11 +393,7 @@ async fn expiry_ticks(replica: Arc<Replica>, mut shutdown: tokio::sync::watch::R
         if !has_volatile {
             continue;
         }
-        let request = Request {
-            now_ms: clock::unix_ms(),
-            seed,
-            op: Op::ExpireTick,
-        };
+        let request = Request::new(clock::unix_ms(), seed, Op::ExpireTick);
         if let Err(error) = replica
             .group
             .raft

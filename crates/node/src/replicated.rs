@@ -1318,11 +1318,7 @@ async fn propose_entry(
             watched,
         }
     };
-    let request = Request {
-        now_ms: clock::unix_ms().max(min_now_ms),
-        seed,
-        op,
-    };
+    let request = Request::new(clock::unix_ms().max(min_now_ms), seed, op);
     // Short runs of plain commands share an entry with other clients' (see
     // `ShardGroup::propose_batched`). A pipelined run already fills an entry
     // of its own (merging those measured no faster); scripts keep their own

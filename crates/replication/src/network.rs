@@ -108,7 +108,16 @@ impl PeerLink {
         request: &Req,
         deadline: Duration,
     ) -> Result<Resp, RPCError<TypeConfig>> {
-        let payload = Bytes::from(codec::encode(request));
+        self.call_encoded(kind, Bytes::from(codec::encode(request)), deadline)
+            .await
+    }
+
+    async fn call_encoded<Resp: DeserializeOwned>(
+        &self,
+        kind: RpcKind,
+        payload: Bytes,
+        deadline: Duration,
+    ) -> Result<Resp, RPCError<TypeConfig>> {
         let reply = self
             .client
             .call(&self.addr, kind, self.group, payload, deadline)
@@ -147,7 +156,9 @@ impl RaftNetworkV2<TypeConfig> for PeerLink {
         // now only slows its own stream; a dead one is still given up on
         // well within an election timeout, and leases count from the send.
         let deadline = option.hard_ttl().max(self.append_deadline);
-        self.call(RpcKind::AppendEntries, &request, deadline).await
+        let payload = Bytes::from(codec::encode_append(&request));
+        self.call_encoded(RpcKind::AppendEntries, payload, deadline)
+            .await
     }
 
     /// One pipelined replication session on a stream: each request goes out
@@ -491,7 +502,7 @@ impl Opening {
                 .chain(input)
                 .map(move |(request, folded)| {
                     sending.push(Instant::now(), folded);
-                    Bytes::from(codec::encode(&request))
+                    Bytes::from(codec::encode_append(&request))
                 });
         let opened = self
             .client

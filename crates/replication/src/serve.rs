@@ -109,6 +109,8 @@ impl ShardGroup {
     /// leader without its quorum lease yet refuses before appending; that is
     /// retried for a few heartbeats before the caller is sent away.
     pub async fn propose(&self, request: Request, limit: Duration) -> Proposal {
+        // Encoded once for the log record and the appends (see `codec`).
+        request.keep_encoding();
         let request = std::sync::Arc::new(request);
         let mut lease_waits = 0;
         loop {
@@ -211,11 +213,11 @@ impl ShardGroup {
             parts.push((request.seed, request.op));
             outcomes.push(done);
         }
-        let batch = Request {
+        let batch = Request::new(
             now_ms,
-            seed: parts.first().map_or(0, |(seed, _)| *seed),
-            op: crate::Op::Batch(parts),
-        };
+            parts.first().map_or(0, |(seed, _)| *seed),
+            crate::Op::Batch(parts),
+        );
         match self.propose(batch, limit).await {
             Proposal::Applied(response) if response.parts.len() == outcomes.len() => {
                 for (part, done) in response.parts.into_iter().zip(outcomes) {

@@ -456,6 +456,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let response = {
                 let mut state = lock_off_worker(&self.state);
                 state.last_applied = Some(entry.log_id);
+                if let EntryPayload::Normal(request) = &entry.payload {
+                    // Committed, the entry is on a majority's disks: its kept
+                    // encoding has served (see `Request::with_encoding`).
+                    request.retire_encoding();
+                }
                 let response = match &entry.payload {
                     EntryPayload::Blank => Response::default(),
                     EntryPayload::Normal(request) if may_run_long(&mut state, &request.op) => {
@@ -900,17 +905,13 @@ mod tests {
         ];
         let now_ms = 5_000;
         let mut batched = fresh_state();
-        let batch = Request {
-            now_ms,
-            seed: 11,
-            op: Op::Batch(parts.clone()),
-        };
+        let batch = Request::new(now_ms, 11, Op::Batch(parts.clone()));
         let response = apply_request(&mut batched, &batch);
         assert!(response.replies.is_empty());
         let mut alone = fresh_state();
         let responses: Vec<Response> = parts
             .into_iter()
-            .map(|(seed, op)| apply_request(&mut alone, &Request { now_ms, seed, op }))
+            .map(|(seed, op)| apply_request(&mut alone, &Request::new(now_ms, seed, op)))
             .collect();
         assert_eq!(response.parts, responses);
         assert!(response.parts[1].aborted);

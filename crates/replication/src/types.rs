@@ -51,6 +51,55 @@ pub struct Request {
     /// Seed for everything random in the entry (SPOP, RANDOMKEY, Lua ...).
     pub seed: u64,
     pub op: Op,
+    /// This request's own encoding, made once by the leader that proposes
+    /// it for its log record and the appends that carry it to the followers
+    /// (see [`crate::codec`]); never encoded itself.
+    #[serde(skip)]
+    encoding: EncodingCache,
+}
+
+/// A request's encoding, made when first needed and given up once the
+/// entry has applied: a follower that needs it later (one that lags) has it
+/// made again, so the log's memory holds it only while entries are in flight.
+#[derive(Default)]
+struct EncodingCache(std::sync::Mutex<Cached>);
+
+#[derive(Default)]
+enum Cached {
+    #[default]
+    Empty,
+    Bytes(Vec<u8>),
+    Retired,
+}
+
+impl EncodingCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cached> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A copy starts without the encoding: it is a new value.
+impl Clone for EncodingCache {
+    fn clone(&self) -> Self {
+        EncodingCache::default()
+    }
+}
+
+/// The encoding follows from the fields: it never tells two requests apart.
+impl PartialEq for EncodingCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for EncodingCache {}
+
+impl fmt::Debug for EncodingCache {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("..")
+    }
 }
 
 /// What an entry does to the state machine.
@@ -125,8 +174,70 @@ impl Op {
 }
 
 impl Request {
+    pub fn new(now_ms: u64, seed: u64, op: Op) -> Request {
+        Request {
+            now_ms,
+            seed,
+            op,
+            encoding: EncodingCache::default(),
+        }
+    }
+
     pub fn protocol(&self) -> Protocol {
         self.op.protocol()
+    }
+
+    /// Calls `use_bytes` with this request's encoding (`codec::encode`'s),
+    /// made now if it was not made before, and kept unless retired.
+    pub fn with_encoding(&self, use_bytes: impl FnOnce(&[u8])) {
+        let mut cached = self.encoding.lock();
+        match &*cached {
+            Cached::Bytes(bytes) => use_bytes(bytes),
+            Cached::Empty => {
+                let bytes = self.encode();
+                use_bytes(&bytes);
+                *cached = Cached::Bytes(bytes);
+            }
+            Cached::Retired => use_bytes(&self.encode()),
+        }
+    }
+
+    /// Makes and keeps this request's encoding, unless it was kept before or
+    /// given up (a leader proposing it: the log record and every follower's
+    /// append use the same bytes).
+    pub fn keep_encoding(&self) {
+        let mut cached = self.encoding.lock();
+        if matches!(*cached, Cached::Empty) {
+            *cached = Cached::Bytes(self.encode());
+        }
+    }
+
+    /// Appends this request's encoding to `out`: the kept one if there is
+    /// one, else made now and not kept.
+    pub fn append_encoding(&self, mut out: Vec<u8>) -> Vec<u8> {
+        if let Cached::Bytes(bytes) = &*self.encoding.lock() {
+            out.extend_from_slice(bytes);
+            return out;
+        }
+        crate::codec::encode_into(self, out)
+    }
+
+    /// Gives up the kept encoding, and keeps none from now on (the entry has
+    /// applied here; on a leader, its followers have it).
+    pub fn retire_encoding(&self) {
+        *self.encoding.lock() = Cached::Retired;
+    }
+
+    /// The length of the kept encoding, if one is kept.
+    pub fn kept_len(&self) -> Option<usize> {
+        match &*self.encoding.lock() {
+            Cached::Bytes(bytes) => Some(bytes.len()),
+            _ => None,
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        crate::codec::encode(self)
     }
 }
 

@@ -204,16 +204,16 @@ impl Client {
                 self.rotate();
                 continue;
             };
-            let request = Request {
-                now_ms: self.clocks.now_ms(self.node),
+            let request = Request::new(
+                self.clocks.now_ms(self.node),
                 seed,
-                op: Op::Exec {
+                Op::Exec {
                     db: 0,
                     resp3: false,
                     watched: Vec::new(),
                     commands: commands.clone(),
                 },
-            };
+            );
             match group.propose(request, WRITE_LIMIT).await {
                 Proposal::Applied(response) => {
                     return match response.replies.as_slice() {

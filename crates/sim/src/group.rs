@@ -340,10 +340,10 @@ pub fn now_ms() -> u64 {
 
 /// Proposes one command on `group` and returns its reply once applied.
 pub async fn write(group: &ShardGroup, command: &[&str], seed: u64) -> Result<Frame, String> {
-    let request = Request {
-        now_ms: now_ms(),
+    let request = Request::new(
+        now_ms(),
         seed,
-        op: Op::Exec {
+        Op::Exec {
             db: 0,
             resp3: false,
             watched: Vec::new(),
@@ -352,7 +352,7 @@ pub async fn write(group: &ShardGroup, command: &[&str], seed: u64) -> Result<Fr
                 .map(|part| Bytes::copy_from_slice(part.as_bytes()))
                 .collect()],
         },
-    };
+    );
     match group.propose(request, Duration::from_secs(5)).await {
         Proposal::Applied(response) => response
             .replies

@@ -480,7 +480,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                         )));
                     }
                 }
-                let payload = codec::encode(&entry);
+                let payload = codec::encode_entry(&entry);
                 if payload.len() > MAX_RECORD_BYTES {
                     return Err(io::Error::other("log entry larger than the record limit"));
                 }

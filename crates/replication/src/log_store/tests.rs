@@ -9,10 +9,10 @@ use openraft::testing::log_id;
 use openraft::type_config::TypeConfigExt;
 
 fn entry(term: u64, index: u64) -> Entry {
-    let request = Request {
-        now_ms: index * 10,
-        seed: index,
-        op: Op::Exec {
+    let request = Request::new(
+        index * 10,
+        index,
+        Op::Exec {
             db: 0,
             resp3: false,
             watched: Vec::new(),
@@ -22,7 +22,7 @@ fn entry(term: u64, index: u64) -> Entry {
                 bytes::Bytes::from(vec![b'v'; 40]),
             ]],
         },
-    };
+    );
     Entry::new_normal(
         log_id::<TypeConfig>(term, 1, index),
         std::sync::Arc::new(request),
