@@ -203,6 +203,55 @@ fn a_write_is_timed_from_proposal_to_reply() {
         .find(|line| line.starts_with("cmdstat_set:"))
         .expect("cmdstat_set");
     assert!(line.starts_with("cmdstat_set:calls=1,"), "{line}");
+    // Commands faster than every threshold are counted at their replies,
+    // not queued for the logs: the counts and failures are the same.
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(10_000_000)
+        .query(&mut connection)
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut connection)
+        .unwrap();
+    let mut pipe = redis::pipe();
+    for _ in 0..7 {
+        pipe.cmd("GET").arg("k");
+    }
+    pipe.cmd("SET").arg("k").arg("v").ignore();
+    pipe.cmd("INCR").arg("k");
+    // INCR of "v" answers an error, which the pipeline's result carries.
+    let failed: redis::RedisResult<Vec<redis::Value>> = pipe.query(&mut connection);
+    assert!(failed.is_err(), "{failed:?}");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut connection)
+        .unwrap();
+    let stat = |name: &str| {
+        info.lines()
+            .find(|line| line.starts_with(&format!("cmdstat_{name}:")))
+            .unwrap_or_else(|| panic!("cmdstat_{name} in {info}"))
+            .to_string()
+    };
+    assert!(stat("get").starts_with("cmdstat_get:calls=7,"), "{info}");
+    assert!(stat("set").starts_with("cmdstat_set:calls=1,"), "{info}");
+    assert!(stat("incr").starts_with("cmdstat_incr:calls=1,"), "{info}");
+    assert!(
+        stat("incr").ends_with("rejected_calls=0,failed_calls=1"),
+        "{info}"
+    );
+    let logged: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(&mut connection)
+        .unwrap();
+    assert!(
+        logged
+            .iter()
+            .all(|entry| entry.3.first().map(String::as_str) != Some("INCR")),
+        "nothing faster than the threshold is logged: {logged:?}"
+    );
 }
 
 #[test]

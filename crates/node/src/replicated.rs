@@ -89,9 +89,7 @@ pub async fn process_input(
     output: &mut BytesMut,
 ) -> Flow {
     let mut commands_run = 0u64;
-    session
-        .stats
-        .track_replies(shared.monitors.slower_than_us());
+    session.stats.track_replies(&shared.monitors);
     let flow = run(
         shared,
         route,
@@ -273,9 +271,7 @@ async fn run(
                     let (reply, flow) = session::execute(shared, session, spec, &arguments);
                     parser.set_limits(connection::limits(shared));
                     // CONFIG SET may have changed what the slow log takes.
-                    session
-                        .stats
-                        .track_replies(shared.monitors.slower_than_us());
+                    session.stats.track_replies(&shared.monitors);
                     if let Some(reply) = reply {
                         session.reply(output, &reply);
                     }

@@ -153,6 +153,10 @@ pub struct LocalStats {
     /// `slowlog-log-slower-than` when tracking began: whether a read's
     /// arguments are worth copying.
     slower_than_us: i64,
+    /// `latency-monitor-threshold` when tracking began (0: off). A command
+    /// faster than both thresholds is counted when its reply is written;
+    /// only the others wait for [`Monitors::flush`].
+    latency_threshold_ms: u64,
     pending: VecDeque<Pending>,
     finished: Vec<Finished>,
 }
@@ -165,6 +169,7 @@ impl Default for LocalStats {
             outcome: Outcome::Ran { failed: false },
             track: false,
             slower_than_us: 0,
+            latency_threshold_ms: 0,
             pending: VecDeque::new(),
             finished: Vec::new(),
         }
@@ -173,11 +178,12 @@ impl Default for LocalStats {
 
 impl LocalStats {
     /// Commands are timed from [`LocalStats::start`] to their reply, and
-    /// those that take `slower_than_us` or longer (negative: none) are meant
-    /// for the slow log.
-    pub fn track_replies(&mut self, slower_than_us: i64) {
+    /// those that take the slow log's or the latency monitor's threshold
+    /// (as `monitors` has them now) or longer are meant for them.
+    pub fn track_replies(&mut self, monitors: &Monitors) {
         self.track = true;
-        self.slower_than_us = slower_than_us;
+        self.slower_than_us = monitors.slower_than_us();
+        self.latency_threshold_ms = monitors.latency_threshold_ms();
     }
 
     /// A command begins (its reply comes later, in order).
@@ -245,9 +251,22 @@ impl LocalStats {
 
     fn finish(&mut self, pending: Pending, at_hand: Option<&[Bytes]>) {
         let duration_us = clock::ticks_to_micros(pending.started_ticks, clock::ticks());
+        let slow = self.slower_than_us >= 0 && duration_us >= self.slower_than_us as u64;
+        let late = self.latency_threshold_ms > 0 && duration_us / 1000 >= self.latency_threshold_ms;
+        if !slow && !late {
+            // Nothing for the logs: counted now, as `Monitors::observe` would.
+            match pending.outcome {
+                Outcome::Queued => {}
+                Outcome::Rejected => self.entry(pending.spec.name).rejected += 1,
+                Outcome::Ran { failed } => {
+                    self.entry(pending.spec.name).add_call(duration_us, failed)
+                }
+            }
+            return;
+        }
         let arguments = match pending.arguments {
             Some(kept) => kept,
-            None if self.slower_than_us >= 0 && duration_us >= self.slower_than_us as u64 => {
+            None if slow => {
                 match at_hand {
                     Some(arguments) => arguments.to_vec(),
                     // Answered by a path that no longer had them: the slow
