@@ -126,17 +126,32 @@ fn wait_for_more_replicas_than_exist_times_out_with_the_count() {
     assert!(now >= 1, "a majority holds every acknowledged write: {now}");
 }
 
+/// The slow log, newest first: (id, time, microseconds, arguments, peer, name).
+type SlowEntry = (i64, i64, i64, Vec<String>, String, String);
+
+fn slowlog(connection: &mut redis::Connection) -> Vec<SlowEntry> {
+    redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query(connection)
+        .unwrap()
+}
+
+fn set_slower_than(connection: &mut redis::Connection, micros: i64) {
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(micros)
+        .query(connection)
+        .unwrap();
+}
+
 #[test]
 fn a_write_is_timed_from_proposal_to_reply() {
     let group = Group::start(3, &[]);
     let leader = group.wait_leader(Duration::from_secs(10));
     let mut connection = group.client(leader);
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .query(&mut connection)
-        .unwrap();
+    set_slower_than(&mut connection, 0);
     let () = redis::cmd("SET")
         .arg("k")
         .arg("v")
@@ -144,11 +159,7 @@ fn a_write_is_timed_from_proposal_to_reply() {
         .unwrap();
     let value: String = redis::cmd("GET").arg("k").query(&mut connection).unwrap();
     assert_eq!(value, "v");
-    let entries: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(-1)
-        .query(&mut connection)
-        .unwrap();
+    let entries = slowlog(&mut connection);
     let set = entries
         .iter()
         .find(|entry| entry.3 == ["SET", "k", "v"])
@@ -160,12 +171,7 @@ fn a_write_is_timed_from_proposal_to_reply() {
     assert!(entries.iter().any(|entry| entry.3 == ["GET", "k"]));
     // A threshold lowered in the same pipeline applies to the read behind
     // it, arguments included (a read copies them only once it is slow).
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(1_000_000)
-        .query(&mut connection)
-        .unwrap();
+    set_slower_than(&mut connection, 1_000_000);
     let () = redis::cmd("SLOWLOG")
         .arg("RESET")
         .query(&mut connection)
@@ -181,11 +187,7 @@ fn a_write_is_timed_from_proposal_to_reply() {
         .arg("k")
         .query(&mut connection)
         .unwrap();
-    let entries: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(-1)
-        .query(&mut connection)
-        .unwrap();
+    let entries = slowlog(&mut connection);
     assert!(
         entries.iter().any(|entry| entry.3 == ["GET", "pipelined"]),
         "{entries:?}"
@@ -205,12 +207,7 @@ fn a_write_is_timed_from_proposal_to_reply() {
     assert!(line.starts_with("cmdstat_set:calls=1,"), "{line}");
     // Commands faster than every threshold are counted at their replies,
     // not queued for the logs: the counts and failures are the same.
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(10_000_000)
-        .query(&mut connection)
-        .unwrap();
+    set_slower_than(&mut connection, 10_000_000);
     let () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query(&mut connection)
@@ -241,11 +238,7 @@ fn a_write_is_timed_from_proposal_to_reply() {
         stat("incr").ends_with("rejected_calls=0,failed_calls=1"),
         "{info}"
     );
-    let logged: Vec<(i64, i64, i64, Vec<String>, String, String)> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(-1)
-        .query(&mut connection)
-        .unwrap();
+    let logged = slowlog(&mut connection);
     assert!(
         logged
             .iter()

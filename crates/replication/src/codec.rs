@@ -32,9 +32,9 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> std::io::Result<T> {
 }
 
 /// A log entry's encoding, as `encode(entry)`: its log record. A request's
-/// encoding is used if it was kept, and not kept otherwise.
+/// kept encoding is used if it has one.
 pub fn encode_entry(entry: &Entry) -> Vec<u8> {
-    append_entry(entry, Vec::with_capacity(entry_capacity(entry)), Keep::No)
+    append_entry(entry, Vec::with_capacity(entry_capacity(entry)))
 }
 
 /// An AppendEntries request's encoding, as `encode(request)`.
@@ -45,8 +45,7 @@ pub fn encode_append(request: &AppendEntriesRequest<TypeConfig>) -> Vec<u8> {
     out = encode_into(&request.prev_log_id, out);
     out = encode_into(&request.entries.len(), out);
     for entry in &request.entries {
-        // A request sent once is sent again to the other followers.
-        out = append_entry(entry, out, Keep::Yes);
+        out = append_entry(entry, out);
     }
     encode_into(&request.leader_commit, out)
 }
@@ -54,23 +53,12 @@ pub fn encode_append(request: &AppendEntriesRequest<TypeConfig>) -> Vec<u8> {
 /// The variant index serde's derive gives `EntryPayload::Normal`.
 const NORMAL_VARIANT: u32 = 1;
 
-#[derive(Clone, Copy, PartialEq)]
-enum Keep {
-    Yes,
-    No,
-}
-
-fn append_entry(entry: &Entry, out: Vec<u8>, keep: Keep) -> Vec<u8> {
+fn append_entry(entry: &Entry, out: Vec<u8>) -> Vec<u8> {
     match &entry.payload {
         EntryPayload::Normal(request) => {
             let mut out = encode_into(&entry.log_id, out);
             out = encode_into(&NORMAL_VARIANT, out);
-            if keep == Keep::Yes {
-                request.with_encoding(|bytes| out.extend_from_slice(bytes));
-                out
-            } else {
-                request.append_encoding(out)
-            }
+            request.append_encoding(out)
         }
         _ => encode_into(entry, out),
     }
@@ -221,13 +209,15 @@ mod tests {
                 entries: all[..count].to_vec(),
                 leader_commit: commit.map(|index| log_id::<TypeConfig>(6, 1, index)),
             };
-            // Made and kept by the first, taken from the kept copy after.
+            // Made for the message, then taken from the kept encodings.
             let expected = encode(&request);
             assert_eq!(encode_append(&request), expected);
-            assert_eq!(encode_append(&request), expected);
             for entry in &request.entries {
-                assert_eq!(encode_entry(entry), encode(entry));
+                if let EntryPayload::Normal(kept) = &entry.payload {
+                    kept.keep_encoding();
+                }
             }
+            assert_eq!(encode_append(&request), expected);
         }
         let uncommitted = AppendEntriesRequest::<TypeConfig> {
             vote: Vote::new(3, 1),

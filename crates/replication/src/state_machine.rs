@@ -458,7 +458,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 state.last_applied = Some(entry.log_id);
                 if let EntryPayload::Normal(request) = &entry.payload {
                     // Committed, the entry is on a majority's disks: its kept
-                    // encoding has served (see `Request::with_encoding`).
+                    // encoding has served (see `Request::keep_encoding`).
                     request.retire_encoding();
                 }
                 let response = match &entry.payload {

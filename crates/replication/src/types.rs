@@ -58,22 +58,14 @@ pub struct Request {
     encoding: EncodingCache,
 }
 
-/// A request's encoding, made when first needed and given up once the
-/// entry has applied: a follower that needs it later (one that lags) has it
-/// made again, so the log's memory holds it only while entries are in flight.
+/// A request's encoding, kept from its proposal until the entry applies: a
+/// follower that needs it later (one that lags) has it made again, so the
+/// log's memory holds it only while entries are in flight.
 #[derive(Default)]
-struct EncodingCache(std::sync::Mutex<Cached>);
-
-#[derive(Default)]
-enum Cached {
-    #[default]
-    Empty,
-    Bytes(Vec<u8>),
-    Retired,
-}
+struct EncodingCache(std::sync::Mutex<Option<Vec<u8>>>);
 
 impl EncodingCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Cached> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -187,57 +179,34 @@ impl Request {
         self.op.protocol()
     }
 
-    /// Calls `use_bytes` with this request's encoding (`codec::encode`'s),
-    /// made now if it was not made before, and kept unless retired.
-    pub fn with_encoding(&self, use_bytes: impl FnOnce(&[u8])) {
-        let mut cached = self.encoding.lock();
-        match &*cached {
-            Cached::Bytes(bytes) => use_bytes(bytes),
-            Cached::Empty => {
-                let bytes = self.encode();
-                use_bytes(&bytes);
-                *cached = Cached::Bytes(bytes);
-            }
-            Cached::Retired => use_bytes(&self.encode()),
-        }
-    }
-
-    /// Makes and keeps this request's encoding, unless it was kept before or
-    /// given up (a leader proposing it: the log record and every follower's
-    /// append use the same bytes).
+    /// Makes and keeps this request's encoding (a leader proposing it: the
+    /// log record and every follower's append use the same bytes).
     pub fn keep_encoding(&self) {
-        let mut cached = self.encoding.lock();
-        if matches!(*cached, Cached::Empty) {
-            *cached = Cached::Bytes(self.encode());
+        let mut kept = self.encoding.lock();
+        if kept.is_none() {
+            *kept = Some(crate::codec::encode(self));
         }
     }
 
     /// Appends this request's encoding to `out`: the kept one if there is
     /// one, else made now and not kept.
     pub fn append_encoding(&self, mut out: Vec<u8>) -> Vec<u8> {
-        if let Cached::Bytes(bytes) = &*self.encoding.lock() {
+        if let Some(bytes) = &*self.encoding.lock() {
             out.extend_from_slice(bytes);
             return out;
         }
         crate::codec::encode_into(self, out)
     }
 
-    /// Gives up the kept encoding, and keeps none from now on (the entry has
-    /// applied here; on a leader, its followers have it).
+    /// Gives up the kept encoding (the entry has applied here; on a leader,
+    /// a majority has it).
     pub fn retire_encoding(&self) {
-        *self.encoding.lock() = Cached::Retired;
+        *self.encoding.lock() = None;
     }
 
     /// The length of the kept encoding, if one is kept.
     pub fn kept_len(&self) -> Option<usize> {
-        match &*self.encoding.lock() {
-            Cached::Bytes(bytes) => Some(bytes.len()),
-            _ => None,
-        }
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        crate::codec::encode(self)
+        self.encoding.lock().as_ref().map(Vec::len)
     }
 }
 
