@@ -59,6 +59,9 @@ pub struct RequestParser {
     /// Bytes held in `arguments`, so the caller can enforce a query buffer limit
     /// over the whole request, not only the unparsed part.
     pending_bytes: usize,
+    /// Where the arguments of a whole request lie in it (start, end), found
+    /// by [`RequestParser::whole_multibulk`]; kept to reuse its memory.
+    spans: Vec<(usize, usize)>,
 }
 
 impl RequestParser {
@@ -68,6 +71,7 @@ impl RequestParser {
             arguments: Vec::new(),
             remaining: 0,
             pending_bytes: 0,
+            spans: Vec::new(),
         }
     }
 
@@ -84,6 +88,20 @@ impl RequestParser {
     /// needed; consumed bytes are removed from `buffer`. Empty requests (`*0`, blank
     /// inline lines) are skipped. Never returns an empty argument list.
     pub fn next_request(
+        &mut self,
+        buffer: &mut BytesMut,
+    ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+        // A request that arrived whole, as nearly every one does, is taken from
+        // the buffer in one cut and its arguments are views of it.
+        if let Some((arguments, _)) = self.take_whole(buffer) {
+            return Ok(Some(arguments));
+        }
+        self.next_request_piecewise(buffer)
+    }
+
+    /// The incremental parse: what is there of the request is taken, and the
+    /// rest waits for more bytes.
+    fn next_request_piecewise(
         &mut self,
         buffer: &mut BytesMut,
     ) -> Result<Option<Vec<Bytes>>, ProtocolError> {
@@ -134,36 +152,36 @@ impl RequestParser {
         &mut self,
         buffer: &mut BytesMut,
     ) -> Result<Option<SpannedRequest>, ProtocolError> {
-        if self.remaining == 0 {
-            if let Some((count, total)) = self.whole_multibulk(buffer) {
-                let raw = buffer.split_to(total).freeze();
-                let mut arguments = Vec::with_capacity(count);
-                // Framing checked: each `$<length>\r\n` is canonical.
-                let mut at = raw
-                    .iter()
-                    .position(|&byte| byte == b'\n')
-                    .map_or(0, |end| end + 1);
-                for _ in 0..count {
-                    let Some((length, start)) = canonical_line(&raw, at + 1) else {
-                        break;
-                    };
-                    let end = start + length as usize;
-                    arguments.push(raw.slice(start..end));
-                    at = end + 2;
-                }
-                return Ok(Some((arguments, Some(raw))));
-            }
+        if let Some((arguments, raw)) = self.take_whole(buffer) {
+            return Ok(Some((arguments, Some(raw))));
         }
         Ok(self
-            .next_request(buffer)?
+            .next_request_piecewise(buffer)?
             .map(|arguments| (arguments, None)))
     }
 
-    /// The argument count and length in bytes of a multibulk request held
-    /// whole at the start of `buffer`, if it is within the limits and framed
-    /// exactly; None leaves it to the incremental parser (which reports any
-    /// error).
-    fn whole_multibulk(&self, buffer: &[u8]) -> Option<(usize, usize)> {
+    /// The multibulk request held whole at the start of `buffer`, if it is
+    /// within the limits and framed exactly, cut from it: its arguments (views
+    /// of its bytes) and its bytes. None (nothing taken) leaves it to the
+    /// incremental parser, which reports any error.
+    fn take_whole(&mut self, buffer: &mut BytesMut) -> Option<(Vec<Bytes>, Bytes)> {
+        if self.remaining != 0 {
+            return None;
+        }
+        let total = self.whole_multibulk(buffer)?;
+        let raw = buffer.split_to(total).freeze();
+        let arguments = self
+            .spans
+            .iter()
+            .map(|&(start, end)| raw.slice(start..end))
+            .collect();
+        Some((arguments, raw))
+    }
+
+    /// The length in bytes of a multibulk request held whole at the start of
+    /// `buffer`, if it is within the limits and framed exactly, with its
+    /// arguments' places left in `spans`.
+    fn whole_multibulk(&mut self, buffer: &[u8]) -> Option<usize> {
         if buffer.first() != Some(&b'*') {
             return None;
         }
@@ -179,6 +197,7 @@ impl RequestParser {
         if (count as u64).saturating_mul(6) > (buffer.len() - at) as u64 {
             return None;
         }
+        self.spans.clear();
         for _ in 0..count {
             if buffer.get(at) != Some(&b'$') {
                 return None;
@@ -191,9 +210,10 @@ impl RequestParser {
             if buffer.get(end..)?.get(..2)? != b"\r\n" {
                 return None;
             }
+            self.spans.push((start, end));
             at = end + 2;
         }
-        Some((count as usize, at))
+        Some(at)
     }
 
     /// Parses `*<count>\r\n`; returns the count (negative counts read as zero).
@@ -250,16 +270,30 @@ impl RequestParser {
     }
 }
 
-/// The decimal at `from` ended by `\r\n` (short of the inline limit), and
-/// where the next line starts.
+/// The non-negative decimal at `from`, in canonical form (no sign, no
+/// leading zero, at most 18 digits) and ended by `\r\n`, and where the next
+/// line starts. Anything else (negative counts and lengths included) is left
+/// to the incremental parser.
 fn canonical_line(buffer: &[u8], from: usize) -> Option<(i64, usize)> {
     let rest = buffer.get(from..)?;
-    let rest = &rest[..rest.len().min(32)];
-    let end = rest.iter().position(|&byte| byte == b'\r')?;
-    if rest.get(end + 1) != Some(&b'\n') {
-        return None;
+    let mut value: i64 = 0;
+    let mut digits = 0;
+    while let Some(&byte) = rest.get(digits) {
+        if !byte.is_ascii_digit() {
+            break;
+        }
+        value = value * 10 + i64::from(byte - b'0');
+        digits += 1;
+        if digits > 18 {
+            return None;
+        }
     }
-    Some((parse_i64(&rest[..end])?, from + end + 2))
+    let canonical = match digits {
+        0 => false,
+        1 => true,
+        _ => rest[0] != b'0',
+    };
+    (canonical && rest.get(digits..digits + 2)? == b"\r\n").then_some((value, from + digits + 2))
 }
 
 /// Index of the `\r` ending the first line, if the line and the byte after it are
@@ -617,6 +651,64 @@ mod tests {
             };
             let parsed: Vec<Vec<u8>> = parsed.iter().map(|argument| argument.to_vec()).collect();
             prop_assert_eq!(parsed, request);
+        }
+
+        /// A buffer holding whole requests (cut at once, arguments as views)
+        /// parses to what the same bytes give arriving one at a time (header by
+        /// header, argument by argument), errors included, and leaves the same
+        /// bytes behind.
+        #[test]
+        fn whole_requests_parse_as_requests_read_piece_by_piece(
+            pieces in proptest::collection::vec(prop_oneof![
+                Just(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n".to_vec()),
+                Just(b"*2\r\n$3\r\nGET\r\n$5\r\nlarge\r\n".to_vec()),
+                Just(b"*1\r\n$4\r\nPING\r\n".to_vec()),
+                Just(b"*0\r\n".to_vec()),
+                Just(b"*-1\r\n".to_vec()),
+                Just(b"*3\r\n$1\r\nx\r\n".to_vec()),
+                Just(b"*1\r\n$2\r\nabXY".to_vec()),
+                Just(b"*1\r\n$2\n\nab\r\n".to_vec()),
+                Just(b"*1\r\n$02\r\nab\r\n".to_vec()),
+                Just(b"*1\r\n:2\r\nab\r\n".to_vec()),
+                Just(b"*4\r\n$1\r\na\r\n".to_vec()),
+                Just(b"ping\r\n".to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..12),
+            ], 1..6),
+        ) {
+            let wire: Vec<u8> = pieces.concat();
+            let limits = RequestLimits { max_bulk_bytes: 4, max_multibulk_length: 3 };
+            let mut at_once = RequestParser::new(limits);
+            let mut whole_buffer = BytesMut::from(&wire[..]);
+            let mut whole = Vec::new();
+            let whole_end = loop {
+                match at_once.next_request(&mut whole_buffer) {
+                    Ok(Some(request)) => whole.push(request),
+                    Ok(None) => break None,
+                    Err(error) => break Some(error),
+                }
+            };
+            let mut piecewise = RequestParser::new(limits);
+            let mut piece_buffer = BytesMut::new();
+            let mut pieces = Vec::new();
+            let mut piece_end = None;
+            'feed: for &byte in &wire {
+                piece_buffer.extend_from_slice(&[byte]);
+                loop {
+                    match piecewise.next_request(&mut piece_buffer) {
+                        Ok(Some(request)) => pieces.push(request),
+                        Ok(None) => break,
+                        Err(error) => {
+                            piece_end = Some(error);
+                            break 'feed;
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(&whole, &pieces);
+            prop_assert_eq!(&whole_end, &piece_end);
+            if whole_end.is_none() {
+                prop_assert_eq!(&whole_buffer[..], &piece_buffer[..]);
+            }
         }
 
         /// Whatever arrives, in whatever pieces, the spanned parse gives the
