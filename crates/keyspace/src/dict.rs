@@ -8,8 +8,6 @@
 //! (a bucket of the old size maps onto a contiguous run of reversed indexes in the
 //! new size). It also gives O(1) fair random picks for RANDOMKEY and sampling.
 
-use siphasher::sip::SipHasher13;
-use std::hash::Hasher;
 use std::sync::Arc;
 
 use crate::snapshot_copies::SnapshotCopies;
@@ -228,9 +226,7 @@ impl<V: Clone> Dict<V> {
     }
 
     pub fn hash(&self, key: &[u8]) -> u64 {
-        let mut hasher = SipHasher13::new_with_keys(self.hash_key.0, self.hash_key.1);
-        hasher.write(key);
-        hasher.finish()
+        crate::sip::sip13(self.hash_key.0, self.hash_key.1, key)
     }
 
     fn bucket_of(&self, key: &[u8]) -> usize {

@@ -18,9 +18,6 @@
 //! observable, the key has no replication meaning; a fixed one keeps values
 //! plain data (no seed to carry through DUMP, COPY or snapshots).
 
-use siphasher::sip::SipHasher13;
-use std::hash::Hasher;
-
 /// Entries that are looked up by a byte-string key.
 pub trait Keyed {
     fn key(&self) -> &[u8];
@@ -40,9 +37,7 @@ const EMPTY: u64 = 0;
 pub const MAX_ENTRIES: usize = u32::MAX as usize - 1;
 
 fn tag_of(key: &[u8]) -> u32 {
-    let mut hasher = SipHasher13::new_with_keys(INDEX_HASH_KEY.0, INDEX_HASH_KEY.1);
-    hasher.write(key);
-    (hasher.finish() >> 32) as u32
+    (crate::sip::sip13(INDEX_HASH_KEY.0, INDEX_HASH_KEY.1, key) >> 32) as u32
 }
 
 fn slot_tag(slot: u64) -> u32 {

@@ -26,6 +26,7 @@ pub mod rdb;
 pub mod rng;
 pub mod scripts;
 pub mod set;
+mod sip;
 pub mod slot_changes;
 pub mod slot_index;
 pub mod slots;
