@@ -3,17 +3,23 @@
 //!
 //! A leader encodes an entry's request once, when it proposes it, and uses
 //! the bytes for its log record and for the appends to each follower
-//! (`Request::keep_encoding`); a follower encodes what it receives once, for
-//! its record. [`encode_entry`] and [`encode_append`] write exactly the bytes
-//! `encode` writes for an entry and an AppendEntries request, with a kept
-//! encoding in place (tested below).
+//! (`Request::keep_encoding`); a follower decodes an append with
+//! [`decode_append`], which keeps each request's bytes as received for its
+//! record and makes the commands' arguments views of them. [`encode_entry`]
+//! and [`encode_append`] write exactly the bytes `encode` writes for an entry
+//! and an AppendEntries request, with a kept encoding in place, and
+//! `decode_append` reads what `decode` reads (tested below).
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+use openraft::alias::{LogIdOf, VoteOf};
 use openraft::raft::AppendEntriesRequest;
 use openraft::EntryPayload;
 use postcard::ser_flavors::Flavor;
 use serde::{de::DeserializeOwned, Serialize};
 
-use crate::types::{Entry, TypeConfig};
+use crate::types::{Entry, Request, TypeConfig};
 
 /// Encodes `value`; encoding our own types cannot fail except on allocation.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
@@ -48,6 +54,50 @@ pub fn encode_append(request: &AppendEntriesRequest<TypeConfig>) -> Vec<u8> {
         out = append_entry(entry, out);
     }
     encode_into(&request.leader_commit, out)
+}
+
+/// Decodes an AppendEntries request as `decode` does, from `payload` as it
+/// arrived: each normal entry's request keeps its own bytes of `payload` as
+/// its encoding (the follower's log record is made of them), and its
+/// commands' arguments are views of `payload`, not copies.
+pub fn decode_append(payload: &Bytes) -> std::io::Result<AppendEntriesRequest<TypeConfig>> {
+    let _source = crate::types::shared::Source::set(payload);
+    let (vote, rest) = take::<VoteOf<TypeConfig>>(payload)?;
+    let (prev_log_id, rest) = take::<Option<LogIdOf<TypeConfig>>>(rest)?;
+    let (count, mut rest) = take::<usize>(rest)?;
+    // Every entry takes a few bytes: a count beyond them is malformed, and
+    // must not reserve memory.
+    let mut entries = Vec::with_capacity(count.min(rest.len()));
+    for _ in 0..count {
+        let (log_id, after_id) = take::<LogIdOf<TypeConfig>>(rest)?;
+        let (variant, request_bytes) = take::<u32>(after_id)?;
+        if variant == NORMAL_VARIANT {
+            let (request, after) = take::<Request>(request_bytes)?;
+            let own = &request_bytes[..request_bytes.len() - after.len()];
+            request.keep_received_encoding(payload.slice_ref(own));
+            entries.push(Entry {
+                log_id,
+                payload: EntryPayload::Normal(Arc::new(request)),
+            });
+            rest = after;
+        } else {
+            let (entry, after) = take::<Entry>(rest)?;
+            entries.push(entry);
+            rest = after;
+        }
+    }
+    let (leader_commit, _) = take::<Option<LogIdOf<TypeConfig>>>(rest)?;
+    Ok(AppendEntriesRequest {
+        vote,
+        prev_log_id,
+        entries,
+        leader_commit,
+    })
+}
+
+fn take<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> std::io::Result<(T, &'a [u8])> {
+    postcard::take_from_bytes(bytes)
+        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error.to_string()))
 }
 
 /// The variant index serde's derive gives `EntryPayload::Normal`.
@@ -226,5 +276,79 @@ mod tests {
             leader_commit: None,
         };
         assert_eq!(encode_append(&uncommitted), encode(&uncommitted));
+    }
+
+    fn append(count: usize) -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest::<TypeConfig> {
+            vote: Vote::new_committed(7, 2),
+            prev_log_id: Some(log_id::<TypeConfig>(6, 1, 4)),
+            entries: entries()[..count].to_vec(),
+            leader_commit: Some(log_id::<TypeConfig>(6, 1, 2)),
+        }
+    }
+
+    fn assert_same(a: &AppendEntriesRequest<TypeConfig>, b: &AppendEntriesRequest<TypeConfig>) {
+        assert_eq!(a.vote, b.vote);
+        assert_eq!(a.prev_log_id, b.prev_log_id);
+        assert_eq!(a.entries, b.entries);
+        assert_eq!(a.leader_commit, b.leader_commit);
+    }
+
+    /// Whatever `decode` makes of some bytes, `decode_append` makes the same,
+    /// or fails where it fails.
+    fn decodes_alike(bytes: &[u8]) {
+        let payload = Bytes::copy_from_slice(bytes);
+        let plain = decode::<AppendEntriesRequest<TypeConfig>>(bytes);
+        let shared = decode_append(&payload);
+        match (plain, shared) {
+            (Ok(plain), Ok(shared)) => assert_same(&plain, &shared),
+            (Err(_), Err(_)) => {}
+            (plain, shared) => panic!("decode {plain:?}, decode_append {shared:?}"),
+        }
+    }
+
+    #[test]
+    fn a_received_append_keeps_its_bytes_and_shares_its_arguments() {
+        for count in [0, 1, 7, 152] {
+            let request = append(count);
+            let payload = Bytes::from(encode(&request));
+            let decoded = decode_append(&payload).unwrap();
+            assert_same(&decoded, &request);
+            let within = |data: &[u8]| {
+                let start = payload.as_ptr() as usize;
+                let at = data.as_ptr() as usize;
+                at >= start && at + data.len() <= start + payload.len()
+            };
+            for (entry, sent) in decoded.entries.iter().zip(&request.entries) {
+                // The record is the entry's encoding, made of the kept bytes.
+                assert_eq!(encode_entry(entry), encode(sent));
+                let EntryPayload::Normal(received) = &entry.payload else {
+                    continue;
+                };
+                assert_eq!(received.kept_len(), Some(encode(&**received).len()));
+                if let Op::Exec { commands, .. } = &received.op {
+                    for argument in commands.iter().flatten().filter(|a| !a.is_empty()) {
+                        assert!(within(argument), "an argument was copied");
+                    }
+                }
+            }
+            assert_eq!(encode_append(&decoded), payload);
+        }
+    }
+
+    #[test]
+    fn a_damaged_append_decodes_as_serde_decodes_it() {
+        // The first entries: a blank, a membership, then requests of each kind.
+        let payload = encode(&append(9));
+        for end in 0..payload.len() {
+            decodes_alike(&payload[..end]);
+        }
+        for at in 0..payload.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut damaged = payload.clone();
+                damaged[at] ^= flip;
+                decodes_alike(&damaged);
+            }
+        }
     }
 }

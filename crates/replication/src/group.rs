@@ -13,7 +13,7 @@ use crate::types::LogId;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use keyspace::Keyspace;
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendError};
+use openraft::raft::{AppendEntriesResponse, StreamAppendError};
 use openraft::{Config, SnapshotPolicy};
 use rpc::{IncomingChunks, IncomingMessages, MessageStream, RaftHandler, RpcClient, RpcKind};
 use serde::Serialize;
@@ -419,7 +419,7 @@ impl RaftHandler for Registry {
         let bad = |error: io::Error| format!("bad request: {error}");
         Ok(match kind {
             RpcKind::AppendEntries => {
-                let request = codec::decode(&payload).map_err(bad)?;
+                let request = codec::decode_append(&payload).map_err(bad)?;
                 let response = raft.append_entries(request).await;
                 // Anything but a higher vote means this replica took the
                 // sender as its leader (a conflict is only a log mismatch).
@@ -462,7 +462,7 @@ impl RaftHandler for Registry {
         let group = self.group(group)?;
         let requests = messages.scan((), |_, message| {
             let request = match message {
-                Ok(payload) => codec::decode::<AppendEntriesRequest<TypeConfig>>(&payload)
+                Ok(payload) => codec::decode_append(&payload)
                     .map_err(|error| tracing::warn!("bad append in a stream: {error}"))
                     .ok(),
                 Err(_) => None,

@@ -62,10 +62,10 @@ pub struct Request {
 /// follower that needs it later (one that lags) has it made again, so the
 /// log's memory holds it only while entries are in flight.
 #[derive(Default)]
-struct EncodingCache(std::sync::Mutex<Option<Vec<u8>>>);
+struct EncodingCache(std::sync::Mutex<Option<Bytes>>);
 
 impl EncodingCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Bytes>> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -102,6 +102,7 @@ pub enum Op {
     Exec {
         db: u32,
         resp3: bool,
+        #[serde(deserialize_with = "shared::commands")]
         commands: Vec<Vec<Bytes>>,
         /// WATCHed keys with the fingerprint they had when watched
         /// (`Keyspace::watch_fingerprint`); if any differs when the entry
@@ -137,6 +138,7 @@ pub enum Op {
     ExecOutOfMemory {
         db: u32,
         resp3: bool,
+        #[serde(deserialize_with = "shared::commands")]
         commands: Vec<Vec<Bytes>>,
         watched: Vec<(Bytes, Bytes)>,
     },
@@ -184,8 +186,14 @@ impl Request {
     pub fn keep_encoding(&self) {
         let mut kept = self.encoding.lock();
         if kept.is_none() {
-            *kept = Some(crate::codec::encode(self));
+            *kept = Some(Bytes::from(crate::codec::encode(self)));
         }
+    }
+
+    /// Keeps `bytes`, this request's encoding as received (a follower: its
+    /// log record uses them instead of encoding the request again).
+    pub(crate) fn keep_received_encoding(&self, bytes: Bytes) {
+        *self.encoding.lock() = Some(bytes);
     }
 
     /// Appends this request's encoding to `out`: the kept one if there is
@@ -206,7 +214,7 @@ impl Request {
 
     /// The length of the kept encoding, if one is kept.
     pub fn kept_len(&self) -> Option<usize> {
-        self.encoding.lock().as_ref().map(Vec::len)
+        self.encoding.lock().as_ref().map(Bytes::len)
     }
 }
 
@@ -294,3 +302,146 @@ pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
 pub type Vote = openraft::alias::VoteOf<TypeConfig>;
 pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
 pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
+
+/// Decoding commands' arguments as views of the bytes they were decoded from,
+/// instead of copies, when [`shared::Source`] names those bytes (a follower
+/// decoding an append: an argument costs no allocation and no copy).
+pub(crate) mod shared {
+    use std::cell::RefCell;
+    use std::fmt;
+
+    use bytes::Bytes;
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+
+    thread_local! {
+        static SOURCE: RefCell<Option<Bytes>> = const { RefCell::new(None) };
+    }
+
+    /// While it lives, arguments decoded on this thread from within `bytes`
+    /// are views of it; the previous source is back when it drops.
+    pub(crate) struct Source(Option<Bytes>);
+
+    impl Source {
+        pub(crate) fn set(bytes: &Bytes) -> Source {
+            Source(SOURCE.with(|source| source.replace(Some(bytes.clone()))))
+        }
+    }
+
+    impl Drop for Source {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            SOURCE.with(|source| *source.borrow_mut() = previous);
+        }
+    }
+
+    /// `data` as a view of the source if it lies within it, else a copy.
+    fn argument(data: &[u8]) -> Bytes {
+        SOURCE.with(|source| match &*source.borrow() {
+            Some(source) if within(source, data) => source.slice_ref(data),
+            _ => Bytes::copy_from_slice(data),
+        })
+    }
+
+    fn within(source: &Bytes, data: &[u8]) -> bool {
+        let start = source.as_ptr() as usize;
+        let at = data.as_ptr() as usize;
+        !data.is_empty() && at >= start && at + data.len() <= start + source.len()
+    }
+
+    struct Argument;
+
+    impl<'de> Visitor<'de> for Argument {
+        type Value = Bytes;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("bytes")
+        }
+
+        fn visit_borrowed_bytes<E>(self, data: &'de [u8]) -> Result<Bytes, E> {
+            Ok(argument(data))
+        }
+
+        fn visit_bytes<E>(self, data: &[u8]) -> Result<Bytes, E> {
+            Ok(Bytes::copy_from_slice(data))
+        }
+
+        fn visit_byte_buf<E>(self, data: Vec<u8>) -> Result<Bytes, E> {
+            Ok(Bytes::from(data))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
+            let mut data = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(byte) = seq.next_element::<u8>()? {
+                data.push(byte);
+            }
+            Ok(Bytes::from(data))
+        }
+    }
+
+    struct ArgumentSeed;
+
+    impl<'de> serde::de::DeserializeSeed<'de> for ArgumentSeed {
+        type Value = Bytes;
+
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Bytes, D::Error> {
+            deserializer.deserialize_bytes(Argument)
+        }
+    }
+
+    /// One command: its arguments.
+    struct Command;
+
+    impl<'de> Visitor<'de> for Command {
+        type Value = Vec<Bytes>;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("a command's arguments")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Bytes>, A::Error> {
+            let mut arguments = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+            while let Some(argument) = seq.next_element_seed(ArgumentSeed)? {
+                arguments.push(argument);
+            }
+            Ok(arguments)
+        }
+    }
+
+    struct CommandSeed;
+
+    impl<'de> serde::de::DeserializeSeed<'de> for CommandSeed {
+        type Value = Vec<Bytes>;
+
+        fn deserialize<D: Deserializer<'de>>(
+            self,
+            deserializer: D,
+        ) -> Result<Vec<Bytes>, D::Error> {
+            deserializer.deserialize_seq(Command)
+        }
+    }
+
+    struct Commands;
+
+    impl<'de> Visitor<'de> for Commands {
+        type Value = Vec<Vec<Bytes>>;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("commands")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Vec<Bytes>>, A::Error> {
+            let mut commands = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+            while let Some(command) = seq.next_element_seed(CommandSeed)? {
+                commands.push(command);
+            }
+            Ok(commands)
+        }
+    }
+
+    /// The `commands` of an `Op::Exec`, arguments shared with the source.
+    pub(crate) fn commands<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Vec<Bytes>>, D::Error> {
+        deserializer.deserialize_seq(Commands)
+    }
+}
