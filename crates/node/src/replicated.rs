@@ -1263,7 +1263,7 @@ async fn propose_entry(
     replica: &Replica,
     db: usize,
     protocol: Protocol,
-    run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
+    mut run: Vec<(Vec<Bytes>, &'static CommandSpec)>,
     watched: Vec<(Bytes, Bytes)>,
     out_of_memory: bool,
     min_now_ms: u64,
@@ -1298,7 +1298,11 @@ async fn propose_entry(
         WRITE_LIMIT
     };
     let (db, resp3) = (db as u32, protocol == Protocol::Resp3);
-    let commands = run.iter().map(|(arguments, _)| arguments.clone()).collect();
+    // Moved, not copied: a refusal hands them back for its redirects.
+    let commands = run
+        .iter_mut()
+        .map(|(arguments, _)| std::mem::take(arguments))
+        .collect();
     let op = if out_of_memory {
         Op::ExecOutOfMemory {
             db,
@@ -1336,10 +1340,18 @@ async fn propose_entry(
         ),
         // Refused before anything was appended: nothing happened, so the
         // client is told where to go.
-        Proposal::Refused(forward) => {
+        Proposal::Refused(forward, op) => {
+            let commands = match op {
+                Some(Op::Exec { commands, .. } | Op::ExecOutOfMemory { commands, .. }) => commands,
+                _ => Vec::new(),
+            };
             let replies = run
                 .iter()
-                .map(|(arguments, spec)| redirect(&forward, spec, arguments))
+                .enumerate()
+                .map(|(at, (_, spec))| {
+                    let arguments = commands.get(at).map_or(&[][..], Vec::as_slice);
+                    redirect(&forward, spec, arguments)
+                })
                 .collect();
             Proposed::NotRun(replies)
         }

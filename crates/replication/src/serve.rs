@@ -75,8 +75,10 @@ impl Drop for InFlight<'_> {
 pub enum Proposal {
     /// Committed and applied; the state machine's reply.
     Applied(Response),
-    /// Refused before anything was appended: it never happened.
-    Refused(ForwardToLeader<TypeConfig>),
+    /// Refused before anything was appended: it never happened. The
+    /// proposal's op comes back (its commands answer with redirects), when
+    /// it can be told apart from the others it shared an entry with.
+    Refused(ForwardToLeader<TypeConfig>, Option<crate::Op>),
     /// Proposed, then leadership changed or the commit did not come in time:
     /// it may or may not be applied. Never retried as a new write.
     Unknown,
@@ -122,7 +124,10 @@ impl ShardGroup {
                         tokio::time::sleep(LEASE_WAIT).await;
                         continue;
                     }
-                    return Proposal::Refused(forward);
+                    // Openraft let go of its copy with the refusal.
+                    let op = std::sync::Arc::try_unwrap(request)
+                        .map_or_else(|shared| shared.op.clone(), |request| request.op);
+                    return Proposal::Refused(forward, Some(op));
                 }
                 Ok(Err(RaftError::APIError(ClientWriteError::LogEntryDiscarded(_))))
                 | Ok(Err(RaftError::Fatal(_)))
@@ -229,6 +234,18 @@ impl ShardGroup {
                     let _ = done.send(Proposal::Failed(
                         "internal: a batch's parts were not all answered".to_string(),
                     ));
+                }
+            }
+            Proposal::Refused(forward, Some(crate::Op::Batch(parts)))
+                if parts.len() == outcomes.len() =>
+            {
+                for ((_, op), done) in parts.into_iter().zip(outcomes) {
+                    let _ = done.send(Proposal::Refused(forward.clone(), Some(op)));
+                }
+            }
+            Proposal::Refused(forward, _) => {
+                for done in outcomes {
+                    let _ = done.send(Proposal::Refused(forward.clone(), None));
                 }
             }
             other => {

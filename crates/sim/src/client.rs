@@ -222,7 +222,7 @@ impl Client {
                         replies => Outcome::Done(observe_all(replies)),
                     }
                 }
-                Proposal::Refused(forward) => self.follow(forward.leader_id).await,
+                Proposal::Refused(forward, _) => self.follow(forward.leader_id).await,
                 Proposal::Unknown | Proposal::Failed(_) => {
                     self.rotate();
                     if self.ack_before_commit {

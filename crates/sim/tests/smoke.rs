@@ -8,8 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use replication::serve::Proposal;
+use replication::{Op, Request};
 use resp::Frame;
-use sim::group::{add_replicas, host_name, write, Handles, Storage};
+use sim::group::{add_replicas, host_name, now_ms, write, Handles, Storage};
 use sim::trace::{lines, note, note_untimed, scratch_dir, seed_from_env, Trace};
 
 fn expect(reply: Result<Frame, String>, expected: Frame, what: &str) -> Result<(), String> {
@@ -78,6 +81,12 @@ async fn scenario(handles: &Handles, trace: &Trace) -> Result<(), String> {
             "INCR on the first leader",
         )?;
     }
+
+    refusals_hand_back_their_ops(handles, first, &all).await?;
+    note(
+        trace,
+        "a follower refused proposals and handed back their ops".into(),
+    );
 
     // Cut the leader off from both followers.
     let majority: Vec<u64> = all.iter().copied().filter(|id| *id != first).collect();
@@ -160,6 +169,51 @@ async fn scenario(handles: &Handles, trace: &Trace) -> Result<(), String> {
         format!("idle: node{} kept term {}", after.0, after.1),
     );
     Ok(())
+}
+
+/// Proposals made on a follower are refused with the leader's id, and each
+/// comes back with its own op, alone or batched with another client's (its
+/// commands answer with redirects naming their keys' slots).
+async fn refusals_hand_back_their_ops(
+    handles: &Handles,
+    leader: u64,
+    ids: &[u64],
+) -> Result<(), String> {
+    let follower = ids
+        .iter()
+        .find(|id| **id != leader)
+        .and_then(|id| handles.get(*id))
+        .ok_or("follower handle missing")?;
+    let set = |key: &str| Op::Exec {
+        db: 0,
+        resp3: false,
+        watched: Vec::new(),
+        commands: vec![["SET", key, "1"]
+            .iter()
+            .map(|part| Bytes::copy_from_slice(part.as_bytes()))
+            .collect()],
+    };
+    let expect_refused = |proposal: Proposal, key: &str| match proposal {
+        Proposal::Refused(forward, Some(op))
+            if forward.leader_id == Some(leader) && op == set(key) =>
+        {
+            Ok(())
+        }
+        other => Err(format!("a follower's proposal of {key}: {other:?}")),
+    };
+    let limit = Duration::from_secs(5);
+    expect_refused(
+        follower
+            .propose(Request::new(now_ms(), 1, set("alone")), limit)
+            .await,
+        "alone",
+    )?;
+    let (first, second) = tokio::join!(
+        follower.propose_batched(Request::new(now_ms(), 2, set("first")), limit),
+        follower.propose_batched(Request::new(now_ms(), 3, set("second")), limit),
+    );
+    expect_refused(first, "first")?;
+    expect_refused(second, "second")
 }
 
 /// The leader among `ids` and its term.
