@@ -204,6 +204,12 @@ impl Group {
                 }
             }
         }
+        // The consumer's stored name, shared: the argument may be a view of
+        // a whole request buffer.
+        let consumer = self.consumers.get_key_value(consumer).map_or_else(
+            || Bytes::copy_from_slice(consumer),
+            |(name, _)| name.clone(),
+        );
         self.pending.insert(
             id,
             Pending {
@@ -212,7 +218,7 @@ impl Group {
                 delivery_count: count,
             },
         );
-        if let Some(owner) = self.consumers.get_mut(consumer) {
+        if let Some(owner) = self.consumers.get_mut(&consumer) {
             owner.pending.insert(id);
         }
     }

@@ -16,7 +16,7 @@ use libmimalloc_sys as _;
 
 unsafe extern "C" {
     fn mi_umalloc(size: usize, usable: *mut usize) -> *mut c_void;
-    fn mi_uzalloc(size: usize, usable: *mut usize) -> *mut c_void;
+    fn mi_ucalloc(count: usize, size: usize, usable: *mut usize) -> *mut c_void;
     fn mi_umalloc_aligned(size: usize, alignment: usize, usable: *mut usize) -> *mut c_void;
     fn mi_uzalloc_aligned(size: usize, alignment: usize, usable: *mut usize) -> *mut c_void;
     fn mi_urealloc(
@@ -100,7 +100,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         // SAFETY: as in `alloc`.
         let pointer = unsafe {
             if layout.align() <= WORD_ALIGN {
-                mi_uzalloc(layout.size(), &mut usable)
+                mi_ucalloc(1, layout.size(), &mut usable)
             } else {
                 mi_uzalloc_aligned(layout.size(), layout.align(), &mut usable)
             }

@@ -65,9 +65,10 @@ pub fn decode_append(payload: &Bytes) -> std::io::Result<AppendEntriesRequest<Ty
     let (vote, rest) = take::<VoteOf<TypeConfig>>(payload)?;
     let (prev_log_id, rest) = take::<Option<LogIdOf<TypeConfig>>>(rest)?;
     let (count, mut rest) = take::<usize>(rest)?;
-    // Every entry takes a few bytes: a count beyond them is malformed, and
-    // must not reserve memory.
-    let mut entries = Vec::with_capacity(count.min(rest.len()));
+    // Every entry takes at least four bytes (a log id and a variant): a
+    // count beyond them is malformed and must not reserve memory, nor may a
+    // large one reserve much before its entries are read.
+    let mut entries = Vec::with_capacity(count.min(rest.len() / 4).min(4096));
     for _ in 0..count {
         let (log_id, after_id) = take::<LogIdOf<TypeConfig>>(rest)?;
         let (variant, request_bytes) = take::<u32>(after_id)?;

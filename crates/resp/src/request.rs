@@ -44,6 +44,9 @@ fn protocol_error(message: &str) -> ProtocolError {
     ProtocolError(message.to_string())
 }
 
+/// Most argument places a parser keeps room for between requests.
+const MAX_KEPT_SPANS: usize = 1024;
+
 /// A request's arguments, and its bytes as sent when a proxy may pass them
 /// on unchanged ([`RequestParser::next_request_with_bytes`]).
 pub type SpannedRequest = (Vec<Bytes>, Option<Bytes>);
@@ -175,6 +178,10 @@ impl RequestParser {
             .iter()
             .map(|&(start, end)| raw.slice(start..end))
             .collect();
+        if self.spans.capacity() > MAX_KEPT_SPANS {
+            // One huge request does not keep its places' memory.
+            self.spans = Vec::new();
+        }
         Some((arguments, raw))
     }
 

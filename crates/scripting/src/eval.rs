@@ -150,7 +150,11 @@ fn remember(
             "ERR the script cache is full (SCRIPT FLUSH empties it)",
         ));
     }
-    keyspace.scripts.scripts.insert(sha.clone(), body.clone());
+    // A copy: the body may be a view of a whole request buffer.
+    keyspace
+        .scripts
+        .scripts
+        .insert(sha.clone(), Bytes::copy_from_slice(body));
     Ok(())
 }
 

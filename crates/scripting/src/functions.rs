@@ -495,7 +495,7 @@ pub fn function(
             keyspace
                 .scripts
                 .libraries
-                .insert(name.clone(), code.clone());
+                .insert(name.clone(), Bytes::copy_from_slice(code));
             registry.libraries.insert(name.clone(), library);
             commit(registry, keyspace);
             Frame::Bulk(name)

@@ -521,7 +521,9 @@ fn ensure_consumer(group: &mut Group, name: &Bytes, now_ms: u64) -> bool {
     if group.consumers.contains_key(name) {
         return false;
     }
-    group.consumers.insert(name.clone(), Consumer::new(now_ms));
+    group
+        .consumers
+        .insert(Bytes::copy_from_slice(name), Consumer::new(now_ms));
     true
 }
 
@@ -674,7 +676,10 @@ fn xadd(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -> 
                 "ERR The ID specified in XADD is equal or smaller than the target stream top item",
             ),
         };
-    let fields: Fields = arguments[field_index..].to_vec().into_boxed_slice();
+    let fields: Fields = arguments[field_index..]
+        .iter()
+        .map(|field| Bytes::copy_from_slice(field))
+        .collect();
     stream.append(id, fields);
     let trimmed = parsed.trim.map_or(0, |trim| stream.trim(trim));
     keyspace.stats.dirty += 1;
@@ -1064,7 +1069,9 @@ fn read_generic(
                 let Ok(Some(stream)) = typed::write::<StreamValue>(keyspace, context, key) else {
                     continue;
                 };
-                let Some(mut group) = stream.groups.remove(group_name) else {
+                // Put back under its stored name, not the argument (a view of
+                // the request's buffer).
+                let Some((stored_name, mut group)) = stream.groups.remove_entry(group_name) else {
                     continue;
                 };
                 if ensure_consumer(&mut group, consumer_name, now_ms) {
@@ -1080,7 +1087,7 @@ fn read_generic(
                     request.no_ack,
                     now_ms,
                 );
-                stream.groups.insert(group_name.clone(), group);
+                stream.groups.insert(stored_name, group);
                 match reply {
                     Some(reply) => reply,
                     None => continue,
@@ -1277,9 +1284,10 @@ fn xgroup_create(keyspace: &mut Keyspace, context: &mut Context, arguments: &[By
         return Frame::error("BUSYGROUP Consumer Group name already exists");
     }
     let id = id.unwrap_or(stream.last_id);
-    stream
-        .groups
-        .insert(arguments[3].clone(), Group::new(id, entries_read));
+    stream.groups.insert(
+        Bytes::copy_from_slice(&arguments[3]),
+        Group::new(id, entries_read),
+    );
     keyspace.stats.dirty += 1;
     event(keyspace, "xgroup-create", &arguments[2]);
     Frame::OK
@@ -1644,7 +1652,7 @@ fn xclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
     let Ok(Some(stream)) = typed::write::<StreamValue>(keyspace, context, key) else {
         return no_group(key, group_name);
     };
-    let Some(mut group) = stream.groups.remove(group_name) else {
+    let Some((stored_name, mut group)) = stream.groups.remove_entry(group_name) else {
         return no_group(key, group_name);
     };
     if last_id > group.last_id {
@@ -1689,7 +1697,7 @@ fn xclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes]) -
             entry_frame(id, fields)
         });
     }
-    stream.groups.insert(group_name.clone(), group);
+    stream.groups.insert(stored_name, group);
     // The consumer's seen time changed at least.
     keyspace.stats.dirty += 1;
     if created {
@@ -1738,7 +1746,7 @@ fn xautoclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
         Ok(None) => return no_group(key, group_name),
         Err(error) => return error,
     };
-    let Some(mut group) = stream.groups.remove(group_name) else {
+    let Some((stored_name, mut group)) = stream.groups.remove_entry(group_name) else {
         return no_group(key, group_name);
     };
     let mut attempts = count.saturating_mul(10);
@@ -1802,7 +1810,7 @@ fn xautoclaim(keyspace: &mut Keyspace, context: &mut Context, arguments: &[Bytes
             _ => bulk_id(*id),
         })
         .collect();
-    stream.groups.insert(group_name.clone(), group);
+    stream.groups.insert(stored_name, group);
     if changed {
         keyspace.stats.dirty += 1;
     }
@@ -2076,6 +2084,79 @@ mod tests {
             h.advance(1);
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// What a stream keeps (fields, group and consumer names, pending
+    /// owners) is copied from the arguments, which may be views of a whole
+    /// request buffer or replicated message: holding a view would hold all
+    /// of it for as long as the key lives.
+    #[test]
+    fn a_stream_keeps_copies_of_its_arguments() {
+        let buffer = Bytes::from_static(b"s1-1fieldvalueg0$c2-1other");
+        let at = |from: usize, to: usize| buffer.slice(from..to);
+        let within = |data: &Bytes| {
+            let start = buffer.as_ptr() as usize;
+            let here = data.as_ptr() as usize;
+            here >= start && here < start + buffer.len()
+        };
+        let word = |text: &'static str| Bytes::from_static(text.as_bytes());
+        let mut h = Harness::new();
+        let (key, group, consumer) = (at(0, 1), at(14, 15), at(17, 18));
+        for command in [
+            vec![word("XADD"), key.clone(), at(1, 4), at(4, 9), at(9, 14)],
+            vec![
+                word("XGROUP"),
+                word("CREATE"),
+                key.clone(),
+                group.clone(),
+                at(15, 16),
+            ],
+            vec![word("XADD"), key.clone(), at(18, 21), at(4, 9), at(21, 26)],
+            vec![
+                word("XREADGROUP"),
+                word("GROUP"),
+                group.clone(),
+                consumer.clone(),
+                word("STREAMS"),
+                key.clone(),
+                word(">"),
+            ],
+            vec![
+                word("XCLAIM"),
+                key.clone(),
+                group.clone(),
+                consumer.clone(),
+                word("0"),
+                at(1, 4),
+            ],
+        ] {
+            let reply = h.run_arguments(&command);
+            assert!(!matches!(reply, Frame::Error(_)), "{command:?}: {reply:?}");
+        }
+        let Some(Value::Stream(stream)) = h.get("s") else {
+            panic!("no stream");
+        };
+        for id in [StreamId { ms: 1, seq: 1 }, StreamId { ms: 2, seq: 1 }] {
+            let fields = stream.get(id).expect("an entry");
+            assert!(
+                fields.iter().all(|field| !within(field)),
+                "fields of {id:?}"
+            );
+        }
+        assert_eq!(stream.groups.len(), 1);
+        for (name, group) in &stream.groups {
+            assert!(!within(name), "group name");
+            assert_eq!(group.consumers.len(), 1);
+            assert!(
+                group.consumers.keys().all(|name| !within(name)),
+                "consumer name"
+            );
+            assert_eq!(group.pending.len(), 2);
+            assert!(group
+                .pending
+                .values()
+                .all(|pending| !within(&pending.consumer)));
+        }
     }
 
     #[test]
