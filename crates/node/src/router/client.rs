@@ -91,16 +91,17 @@ enum Reply {
 
 impl Reply {
     /// Whether the node refused it with a redirect or a retryable error.
-    fn redirects(&self) -> bool {
-        match self {
-            // Only error replies can redirect; only those are parsed.
-            Reply::Raw(bytes) if bytes.first() == Some(&b'-') => resp::parse_reply(bytes)
+    fn redirects_raw(bytes: &[u8]) -> bool {
+        // Only error replies can redirect; only those are parsed.
+        bytes.first() == Some(&b'-')
+            && resp::parse_reply(bytes)
                 .ok()
                 .flatten()
-                .is_some_and(|(frame, _)| Redirect::of(&frame, "").is_some()),
-            Reply::Raw(_) => false,
-            Reply::Frame(frame) => Redirect::of(frame, "").is_some(),
-        }
+                .is_some_and(|(frame, _)| Redirect::of(&frame, "").is_some())
+    }
+
+    fn redirects_frame(frame: &Frame) -> bool {
+        Redirect::of(frame, "").is_some()
     }
 }
 
@@ -162,6 +163,7 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
     // Each request's bytes as the client sent them, when they can be passed
     // on as they are (`RequestParser::next_request_with_bytes`).
     let mut wires: Vec<Option<Bytes>> = Vec::new();
+    let mut run: Vec<(u16, &'static CommandSpec)> = Vec::new();
     loop {
         // Everything the client has sent so far (up to a bound) is one batch.
         let mut broken = None;
@@ -182,24 +184,21 @@ pub async fn serve(router: Arc<Router>, mut stream: TcpStream) {
         let mut next = 0;
         while next < requests.len() {
             // A run of plain keyed commands is forwarded as a pipeline.
-            let run: Vec<(u16, &'static CommandSpec)> = requests[next..]
-                .iter()
-                .map_while(|arguments| client.pipelinable(arguments))
-                .collect();
+            run.clear();
+            run.extend(
+                requests[next..]
+                    .iter()
+                    .map_while(|arguments| client.pipelinable(arguments)),
+            );
             if !run.is_empty() {
-                let replies = client
+                client
                     .pipeline(
                         &run,
                         &requests[next..next + run.len()],
                         &wires[next..next + run.len()],
+                        &mut output,
                     )
                     .await;
-                for reply in &replies {
-                    match reply {
-                        Reply::Raw(bytes) => output.extend_from_slice(bytes),
-                        Reply::Frame(frame) => resp::encode(frame, client.protocol, &mut output),
-                    }
-                }
                 next += run.len();
             } else {
                 let arguments = std::mem::take(&mut requests[next]);
@@ -336,15 +335,28 @@ enum Sent {
     Own(Result<(), Failure>),
 }
 
-/// A node's share of a pipeline as one buffer: each request's bytes as the
-/// client sent them, or encoded again when the parser kept none.
+/// A node's share of a pipeline as one buffer (`indexes`, or every request
+/// when empty): each request's bytes as the client sent them, or encoded
+/// again when the parser kept none.
 fn share_wire(indexes: &[usize], requests: &[Vec<Bytes>], wires: &[Option<Bytes>]) -> Vec<u8> {
+    if indexes.is_empty() {
+        wire_of(0..requests.len(), requests, wires)
+    } else {
+        wire_of(indexes.iter().copied(), requests, wires)
+    }
+}
+
+fn wire_of(
+    indexes: impl Iterator<Item = usize> + Clone,
+    requests: &[Vec<Bytes>],
+    wires: &[Option<Bytes>],
+) -> Vec<u8> {
     let size: usize = indexes
-        .iter()
-        .map(|index| match &wires[*index] {
+        .clone()
+        .map(|index| match &wires[index] {
             Some(wire) => wire.len(),
             None => {
-                16 + requests[*index]
+                16 + requests[index]
                     .iter()
                     .map(|argument| argument.len() + 16)
                     .sum::<usize>()
@@ -353,9 +365,9 @@ fn share_wire(indexes: &[usize], requests: &[Vec<Bytes>], wires: &[Option<Bytes>
         .sum();
     let mut wire = Vec::with_capacity(size);
     for index in indexes {
-        match &wires[*index] {
+        match &wires[index] {
             Some(bytes) => wire.extend_from_slice(bytes),
-            None => super::upstream::encode_request(&requests[*index], &mut wire),
+            None => super::upstream::encode_request(&requests[index], &mut wire),
         }
     }
     wire
@@ -530,24 +542,54 @@ impl Client {
 
     /// Forwards a run of plain keyed commands: each node's share goes out in
     /// one write, to every node before any reply is read, then the replies
-    /// come back in the client's order. A command that met a redirect, a
-    /// retryable refusal or a failed connection (when it is safe to retry) is
-    /// then run again on its own, in order, through [`Client::routed`]. Later
-    /// commands of the batch have already run by then; a redirect concerns
-    /// one slot on one node, so a later command of that slot sent to that node
-    /// was redirected too and is retried after it.
+    /// are appended to `output` in the client's order. A command that met a
+    /// redirect, a retryable refusal or a failed connection (when it is safe
+    /// to retry) is then run again on its own, in order, through
+    /// [`Client::routed`]. Later commands of the batch have already run by
+    /// then; a redirect concerns one slot on one node, so a later command of
+    /// that slot sent to that node was redirected too and is retried after it.
     async fn pipeline(
         &mut self,
         run: &[(u16, &'static CommandSpec)],
         requests: &[Vec<Bytes>],
         wires: &[Option<Bytes>],
-    ) -> Vec<Reply> {
-        let mut shares: Vec<(&str, Vec<usize>)> = Vec::new();
-        let mut replies: Vec<Option<Reply>> = vec![None; run.len()];
+        output: &mut BytesMut,
+    ) {
         // Held for the whole batch: the shares name its addresses.
         let map = self.router.map();
+        let owner = |slot: u16| map.owner(slot);
+        let first = run.first().and_then(|(slot, _)| owner(*slot));
+        let one_node = first.filter(|first| {
+            run.iter().all(|(slot, spec)| {
+                !is_script(spec)
+                    && owner(*slot)
+                        .is_some_and(|address| std::ptr::eq(address, *first) || address == *first)
+            })
+        });
+        if let Some(address) = one_node {
+            // The common case (always so for a lone request): the whole run
+            // is one share, answered in order, with no bookkeeping per node.
+            let indexes: Vec<usize> = Vec::new();
+            let receiver = self.submit(address, run, &indexes, requests, wires);
+            let outcome = pool::outcome(receiver).await;
+            let mut replies = outcome.each();
+            for index in 0..run.len() {
+                let reply = match replies.next() {
+                    Some(bytes) => Some(Reply::Raw(bytes)),
+                    None => outcome.failure.as_ref().and_then(|failure| {
+                        self.unanswered(failure, address, run[index].1, &requests[index])
+                    }),
+                };
+                if !self.append(reply, output) {
+                    self.retry(run[index], &requests[index], output).await;
+                }
+            }
+            return;
+        }
+        let mut shares: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut replies: Vec<Option<Reply>> = vec![None; run.len()];
         for (index, (slot, _)) in run.iter().enumerate() {
-            let Some(address) = map.owner(*slot) else {
+            let Some(address) = owner(*slot) else {
                 continue;
             };
             // The map's own strings: the same node is the same pointer.
@@ -569,18 +611,9 @@ impl Client {
                     indexes.iter().map(|index| &requests[*index][..]).collect();
                 sent.push(Sent::Own(self.upstreams.send(address, &batch).await));
             } else {
-                let reads_only = indexes.iter().all(|index| {
-                    let spec = run[*index].1;
-                    spec.has(flags::READONLY) && !spec.is_write()
-                });
-                let lane = pool::Lane::of(reads_only, self.id, self.router.write_links);
-                let pool = match lane {
-                    pool::Lane::Read => &self.router.pool,
-                    pool::Lane::Write(_) => &*self.router.write_pool,
-                };
-                let wire = share_wire(indexes, requests, wires);
-                let receiver = pool.submit(address, self.protocol, lane, wire, indexes.len());
-                sent.push(Sent::Shared(receiver));
+                sent.push(Sent::Shared(
+                    self.submit(address, run, indexes, requests, wires),
+                ));
             }
         }
         for ((address, indexes), sent) in shares.iter().zip(sent) {
@@ -604,30 +637,89 @@ impl Client {
                 Sent::Own(Err(failure)) => (0, Some(failure)),
             };
             if let Some(failure) = failure {
-                // Nothing unanswered was run when connecting failed; after
-                // a failed write or read, only reads are retried.
                 for index in &indexes[answered..] {
-                    let retry = matches!(failure, Failure::Connect(_))
-                        || self.call_for(run[*index].1, &requests[*index]).retry_io;
-                    if !retry {
-                        replies[*index] = Some(Reply::Frame(failure.reply(address)));
-                    }
+                    replies[*index] =
+                        self.unanswered(&failure, address, run[*index].1, &requests[*index]);
                 }
             }
         }
-        let mut answers = Vec::with_capacity(run.len());
         for (index, reply) in replies.into_iter().enumerate() {
-            let answer = match reply {
-                Some(reply) if !reply.redirects() => reply,
-                _ => {
-                    let (slot, spec) = run[index];
-                    let call = self.call_for(spec, &requests[index]);
-                    Reply::Frame(self.keyed(slot, &requests[index], call).await)
-                }
-            };
-            answers.push(answer);
+            if !self.append(reply, output) {
+                self.retry(run[index], &requests[index], output).await;
+            }
         }
-        answers
+    }
+
+    /// Sends one node's share of a run (`indexes`, or the whole run when
+    /// empty) on the shared links: reads on the read link, writes on the
+    /// client's write link.
+    fn submit(
+        &self,
+        address: &str,
+        run: &[(u16, &'static CommandSpec)],
+        indexes: &[usize],
+        requests: &[Vec<Bytes>],
+        wires: &[Option<Bytes>],
+    ) -> tokio::sync::oneshot::Receiver<pool::Outcome> {
+        let reads_only = |spec: &CommandSpec| spec.has(flags::READONLY) && !spec.is_write();
+        let (reads, count) = if indexes.is_empty() {
+            (run.iter().all(|(_, spec)| reads_only(spec)), run.len())
+        } else {
+            (
+                indexes.iter().all(|index| reads_only(run[*index].1)),
+                indexes.len(),
+            )
+        };
+        let lane = pool::Lane::of(reads, self.id, self.router.write_links);
+        let pool = match lane {
+            pool::Lane::Read => &self.router.pool,
+            pool::Lane::Write(_) => &*self.router.write_pool,
+        };
+        let wire = share_wire(indexes, requests, wires);
+        pool.submit(address, self.protocol, lane, wire, count)
+    }
+
+    /// What a request left unanswered by a failed exchange gets: nothing
+    /// (it is retried) when connecting failed, since nothing was run, or when
+    /// it is a read; the failure otherwise, as a write's outcome is unknown.
+    fn unanswered(
+        &self,
+        failure: &Failure,
+        address: &str,
+        spec: &'static CommandSpec,
+        request: &[Bytes],
+    ) -> Option<Reply> {
+        let retry = matches!(failure, Failure::Connect(_)) || self.call_for(spec, request).retry_io;
+        (!retry).then(|| Reply::Frame(failure.reply(address)))
+    }
+
+    /// Appends a forwarded request's reply to `output`, unless it has none
+    /// or was redirected: false then, and the request is to run again on
+    /// its own ([`Client::retry`]).
+    fn append(&self, reply: Option<Reply>, output: &mut BytesMut) -> bool {
+        match reply {
+            Some(Reply::Raw(bytes)) if !Reply::redirects_raw(&bytes) => {
+                output.extend_from_slice(&bytes);
+                true
+            }
+            Some(Reply::Frame(frame)) if !Reply::redirects_frame(&frame) => {
+                resp::encode(&frame, self.protocol, output);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Runs a forwarded request again on its own and appends its reply.
+    async fn retry(
+        &mut self,
+        (slot, spec): (u16, &'static CommandSpec),
+        request: &[Bytes],
+        output: &mut BytesMut,
+    ) {
+        let call = self.call_for(spec, request);
+        let frame = self.keyed(slot, request, call).await;
+        resp::encode(&frame, self.protocol, output);
     }
 
     /// Answers one request (`resolved` is its command, or the error for an

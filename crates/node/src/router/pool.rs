@@ -19,6 +19,7 @@
 use super::upstream::{self, Failure};
 use bytes::{Bytes, BytesMut};
 use resp::Protocol;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -103,17 +104,58 @@ struct Link {
     alive: Arc<AtomicBool>,
 }
 
+/// A multiply-rotate hash for the links' keys, a word at a time: node
+/// addresses and lanes come from the cluster's own topology, not from
+/// clients, so a keyed hash buys nothing, and SipHash cost more than the
+/// rest of a submit.
+#[derive(Default)]
+struct WordHash(u64);
+
+impl WordHash {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for WordHash {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            let mut eight = [0u8; 8];
+            eight.copy_from_slice(word);
+            self.add(u64::from_le_bytes(eight));
+        }
+        let mut last = [0u8; 8];
+        last[..words.remainder().len()].copy_from_slice(words.remainder());
+        self.add(u64::from_le_bytes(last));
+    }
+
+    fn write_u8(&mut self, value: u8) {
+        self.add(u64::from(value));
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type LinkMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<WordHash>>;
+
 /// The router's links, by node, then protocol and lane (found without
 /// allocating: the address is looked up as borrowed text).
 pub struct Pool {
-    links: Mutex<HashMap<String, HashMap<LinkKind, Link>>>,
+    links: Mutex<LinkMap<String, LinkMap<LinkKind, Link>>>,
     timeout: Duration,
 }
 
 impl Pool {
     pub fn new(timeout: Duration) -> Pool {
         Pool {
-            links: Mutex::new(HashMap::new()),
+            links: Mutex::new(LinkMap::default()),
             timeout,
         }
     }
@@ -140,23 +182,23 @@ impl Pool {
             Err(poisoned) => poisoned.into_inner(),
         };
         if !all.contains_key(address) {
-            all.insert(address.to_string(), HashMap::new());
+            all.insert(address.to_string(), LinkMap::default());
         }
-        let mut links = all.get_mut(address);
         // A dead link is replaced; a link that died between the check and
         // the send hands the job back, and a fresh one takes it.
         for _ in 0..2 {
-            let Some(links) = links.as_deref_mut() else {
+            let Some(links) = all.get_mut(address) else {
                 break;
             };
-            let usable = links
-                .get(&kind)
-                .is_some_and(|link| link.alive.load(Ordering::Acquire));
-            if !usable {
-                links.insert(kind, Link::open(address, protocol, self.timeout));
-            }
-            let Some(link) = links.get(&kind) else {
-                break;
+            let link = match links.entry(kind) {
+                Entry::Occupied(entry) if entry.get().alive.load(Ordering::Acquire) => {
+                    entry.into_mut()
+                }
+                Entry::Occupied(mut entry) => {
+                    entry.insert(Link::open(address, protocol, self.timeout));
+                    entry.into_mut()
+                }
+                Entry::Vacant(entry) => entry.insert(Link::open(address, protocol, self.timeout)),
             };
             match link.jobs.send(job) {
                 Ok(()) => return receiver,
