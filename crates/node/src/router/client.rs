@@ -335,17 +335,9 @@ enum Sent {
     Own(Result<(), Failure>),
 }
 
-/// A node's share of a pipeline as one buffer (`indexes`, or every request
-/// when empty): each request's bytes as the client sent them, or encoded
-/// again when the parser kept none.
-fn share_wire(indexes: &[usize], requests: &[Vec<Bytes>], wires: &[Option<Bytes>]) -> Vec<u8> {
-    if indexes.is_empty() {
-        wire_of(0..requests.len(), requests, wires)
-    } else {
-        wire_of(indexes.iter().copied(), requests, wires)
-    }
-}
-
+/// A node's share of a pipeline (the requests at `indexes`) as one buffer:
+/// each request's bytes as the client sent them, or encoded again when the
+/// parser kept none.
 fn wire_of(
     indexes: impl Iterator<Item = usize> + Clone,
     requests: &[Vec<Bytes>],
@@ -569,8 +561,7 @@ impl Client {
         if let Some(address) = one_node {
             // The common case (always so for a lone request): the whole run
             // is one share, answered in order, with no bookkeeping per node.
-            let indexes: Vec<usize> = Vec::new();
-            let receiver = self.submit(address, run, &indexes, requests, wires);
+            let receiver = self.submit(address, run, 0..run.len(), requests, wires);
             let outcome = pool::outcome(receiver).await;
             let mut replies = outcome.each();
             for index in 0..run.len() {
@@ -611,9 +602,13 @@ impl Client {
                     indexes.iter().map(|index| &requests[*index][..]).collect();
                 sent.push(Sent::Own(self.upstreams.send(address, &batch).await));
             } else {
-                sent.push(Sent::Shared(
-                    self.submit(address, run, indexes, requests, wires),
-                ));
+                sent.push(Sent::Shared(self.submit(
+                    address,
+                    run,
+                    indexes.iter().copied(),
+                    requests,
+                    wires,
+                )));
             }
         }
         for ((address, indexes), sent) in shares.iter().zip(sent) {
@@ -650,32 +645,26 @@ impl Client {
         }
     }
 
-    /// Sends one node's share of a run (`indexes`, or the whole run when
-    /// empty) on the shared links: reads on the read link, writes on the
+    /// Sends one node's share of a run (the requests at `indexes`, in
+    /// order) on the shared links: reads on the read link, writes on the
     /// client's write link.
     fn submit(
         &self,
         address: &str,
         run: &[(u16, &'static CommandSpec)],
-        indexes: &[usize],
+        indexes: impl Iterator<Item = usize> + Clone,
         requests: &[Vec<Bytes>],
         wires: &[Option<Bytes>],
     ) -> tokio::sync::oneshot::Receiver<pool::Outcome> {
         let reads_only = |spec: &CommandSpec| spec.has(flags::READONLY) && !spec.is_write();
-        let (reads, count) = if indexes.is_empty() {
-            (run.iter().all(|(_, spec)| reads_only(spec)), run.len())
-        } else {
-            (
-                indexes.iter().all(|index| reads_only(run[*index].1)),
-                indexes.len(),
-            )
-        };
+        let reads = indexes.clone().all(|index| reads_only(run[index].1));
+        let count = indexes.clone().count();
         let lane = pool::Lane::of(reads, self.id, self.router.write_links);
         let pool = match lane {
             pool::Lane::Read => &self.router.pool,
             pool::Lane::Write(_) => &*self.router.write_pool,
         };
-        let wire = share_wire(indexes, requests, wires);
+        let wire = wire_of(indexes, requests, wires);
         pool.submit(address, self.protocol, lane, wire, count)
     }
 
